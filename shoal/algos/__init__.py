@@ -1,0 +1,1 @@
+"""Algorithms, written once, single-threaded and free of locks, queues and processes."""

@@ -1,0 +1,208 @@
+"""DQN: online and target Q-networks, the double-DQN n-step loss, and the optimizer step.
+
+Written once, single-threaded; every runner calls it. Gradients and the optimizer step
+are separate calls so that learner threads can compute gradients in parallel while the
+weights are held steady and apply them one at a time:
+
+* :meth:`DQN.gradients` returns gradients via ``torch.autograd.grad`` and never touches
+  ``.grad``, so it has no side effects on the shared network;
+* :meth:`DQN.apply` clips, steps the optimizer and moves the target network;
+* :meth:`DQN.update` is both in one call, for the serial loop.
+
+Example:
+    >>> import numpy as np
+    >>> from shoal.config import DQNConfig
+    >>> dqn = DQN(4, 2, DQNConfig(hidden=[16]), device="cpu")
+    >>> batch = Batch.from_numpy({
+    ...     "obs": np.zeros((8, 4), np.float32), "action": np.zeros(8, np.int64),
+    ...     "reward": np.ones(8, np.float32), "next_obs": np.zeros((8, 4), np.float32),
+    ...     "discount": np.full(8, 0.99, np.float32)}, "cpu")
+    >>> info = dqn.update(batch)
+    >>> info.td_errors.shape
+    (8,)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shoal.config import DQNConfig
+from shoal.nets import QNetwork
+
+__all__ = ["DQN", "Batch", "LossInfo", "resolve_device"]
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """'auto' or None picks CUDA when present, else CPU."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class Batch:
+    """A batch of n-step transitions as tensors on the learner's device.
+
+    ``reward`` is the discounted n-step return and ``discount`` is gamma**k when the target
+    bootstraps from ``next_obs`` (k steps later) or 0 when the episode terminated.
+    ``weights`` are importance-sampling weights (ones for uniform replay).
+    """
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    discount: torch.Tensor
+    weights: torch.Tensor
+
+    @classmethod
+    def from_numpy(cls, data: Mapping[str, np.ndarray], device: str | torch.device) -> Batch:
+        """Convert a replay sample (numpy arrays) to tensors; weights default to ones."""
+
+        def t(x: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(x, dtype=dtype).to(device, non_blocking=True)
+
+        n = len(data["action"])
+        weights = data.get("weights")
+        return cls(
+            obs=t(data["obs"], torch.float32),
+            action=t(data["action"], torch.int64),
+            reward=t(data["reward"], torch.float32),
+            next_obs=t(data["next_obs"], torch.float32),
+            discount=t(data["discount"], torch.float32),
+            weights=t(np.ones(n, np.float32) if weights is None else weights, torch.float32),
+        )
+
+
+@dataclass
+class LossInfo:
+    """What one loss evaluation reports: the scalar loss and per-sample TD errors
+    (for replay priorities), both detached."""
+
+    loss: float
+    td_errors: np.ndarray
+
+
+class DQN:
+    """Double-DQN learner with n-step targets, Huber loss and importance weights."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        cfg: DQNConfig,
+        *,
+        device: str | torch.device | None = "auto",
+    ) -> None:
+        self.cfg = cfg
+        self.n_actions = n_actions
+        self.device = resolve_device(device)
+        self.online = QNetwork(obs_dim, n_actions, hidden=cfg.hidden, dueling=cfg.dueling).to(
+            self.device
+        )
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.params: list[torch.nn.Parameter] = list(self.online.parameters())
+        self.optimizer = torch.optim.Adam(self.params, lr=cfg.lr, eps=cfg.adam_eps)
+        self.updates = 0
+        """Optimizer steps taken; drives the hard target period."""
+
+    # --- the loss: a pure function of the current weights and a batch ---------------------
+    def loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Importance-weighted Huber loss and the per-sample TD errors (detached)."""
+        b = batch.obs.shape[0]
+        if self.cfg.double:
+            # One forward over obs and next_obs together: half the kernel launches.
+            q_all = self.online(torch.cat([batch.obs, batch.next_obs]))
+            q_tm1 = q_all[:b]
+            a_t = q_all[b:].detach().argmax(dim=1, keepdim=True)
+            with torch.no_grad():
+                q_t = self.target(batch.next_obs).gather(1, a_t).squeeze(1)
+        else:
+            q_tm1 = self.online(batch.obs)
+            with torch.no_grad():
+                q_t = self.target(batch.next_obs).max(dim=1).values
+        q_a = q_tm1.gather(1, batch.action.unsqueeze(1)).squeeze(1)
+        target = batch.reward + batch.discount * q_t
+        td = target - q_a
+        per_sample = F.huber_loss(q_a, target, reduction="none", delta=self.cfg.huber_delta)
+        return (batch.weights * per_sample).mean(), td.detach()
+
+    def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], LossInfo]:
+        """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
+        loss, td = self.loss(batch)
+        grads = torch.autograd.grad(loss, self.params)
+        return list(grads), LossInfo(float(loss.detach()), td.cpu().numpy())
+
+    def apply(self, grads: Sequence[torch.Tensor]) -> float:
+        """Clip ``grads`` by global norm, take an optimizer step, move the target network.
+
+        Returns the gradient norm before clipping.
+        """
+        for p, g in zip(self.params, grads):
+            p.grad = g
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        for p in self.params:
+            p.grad = None
+        self.updates += 1
+        if self.cfg.target_update == "soft":
+            self.soft_update(self.cfg.tau)
+        elif self.updates % self.cfg.target_period == 0:
+            self.sync_target()
+        return float(norm)
+
+    def update(self, batch: Batch) -> LossInfo:
+        """One full learning step: gradients, then apply."""
+        grads, info = self.gradients(batch)
+        self.apply(grads)
+        return info
+
+    # --- target network -------------------------------------------------------------------
+    @torch.no_grad()
+    def sync_target(self) -> None:
+        """Hard update: copy the online weights into the target network."""
+        for t, p in zip(self.target.parameters(), self.params):
+            t.copy_(p)
+
+    @torch.no_grad()
+    def soft_update(self, tau: float) -> None:
+        """Polyak update: target <- tau * online + (1 - tau) * target."""
+        torch._foreach_lerp_(list(self.target.parameters()), self.params, tau)
+
+    # --- acting ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy actions for a batch of observations (first max on ties)."""
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return self.online(x).argmax(dim=1).cpu().numpy()
+
+    def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
+        """Epsilon-greedy action for one observation; skips the forward pass on a random
+        action, which early in training is most of them."""
+        if rng.random() < epsilon:
+            return int(rng.integers(self.n_actions))
+        return int(self.greedy(obs[None])[0])
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Online and target weights, optimizer state and the update counter."""
+        return {
+            "online": self.online.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.updates = int(state["updates"])

@@ -1,0 +1,64 @@
+"""Checkpoint files: written atomically, read back with a clear error when damaged.
+
+A checkpoint is one ``torch.save`` file holding everything needed to continue a run
+exactly: weights, optimizer, replay buffer, RNG states and counters. It is written to a
+temporary file in the same directory, flushed to disk, then renamed over the old one, so
+a crash or Ctrl-C mid-write leaves the previous checkpoint intact.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from shoal.errors import CheckpointError
+
+__all__ = ["FORMAT", "load_checkpoint", "save_checkpoint"]
+
+FORMAT = "shoal-checkpoint-v1"
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` atomically (temp file, fsync, rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save({"format": FORMAT, **state}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint; a missing, truncated or foreign file raises CheckpointError."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint '{path}' does not exist")
+    try:
+        # The file holds numpy arrays and RNG states besides tensors, so the safe
+        # weights-only unpickler cannot read it; it is the user's own run output.
+        state = torch.load(path, map_location=map_location, weights_only=False)
+    except (
+        EOFError,
+        RuntimeError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        ValueError,
+        KeyError,
+        AttributeError,
+        IndexError,
+        UnicodeDecodeError,
+    ) as e:
+        raise CheckpointError(f"checkpoint '{path}' is corrupt or truncated ({e})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint '{path}' is not a shoal checkpoint ({FORMAT})")
+    return state

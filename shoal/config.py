@@ -1,0 +1,412 @@
+"""Run configuration: dataclasses whose field docstrings are the ``--help`` text.
+
+One :class:`Config` feeds every runner. It is built from defaults, a named preset or a
+TOML file, then ``--set section.key=value`` overrides, and validated as a whole before any
+work starts: an unknown key, a wrong type or an out-of-range value raises
+:class:`~shoal.errors.ConfigError` naming the key, the value and what is allowed.
+
+Example:
+    >>> from shoal.config import load_config
+    >>> cfg = load_config("cartpole", overrides=["dqn.lr=5e-4"])
+    >>> cfg.dqn.lr
+    0.0005
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+import inspect
+import math
+import sys
+import textwrap
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on 3.10
+    import tomli as tomllib
+
+from shoal.errors import ConfigError
+
+__all__ = [
+    "Config",
+    "DQNConfig",
+    "EnvConfig",
+    "ExploreConfig",
+    "ReplayConfig",
+    "RunConfig",
+    "config_to_dict",
+    "describe_config",
+    "load_config",
+    "preset_names",
+    "save_config",
+]
+
+PRESET_DIR = Path(__file__).parent / "presets"
+
+
+def _param(default: Any, **rules: Any) -> Any:
+    """A dataclass field carrying validation rules (ge, gt, le, lt, choices) as metadata."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=rules)
+    return field(default=default, metadata=rules)
+
+
+@dataclass
+class EnvConfig:
+    """The environment to learn on."""
+
+    id: str = "CartPole-v1"
+    """Gymnasium environment id; its action space must be Discrete."""
+    max_episode_steps: int | None = _param(None, gt=0)
+    """Override the env's time limit (episodes are truncated, not terminated, there)."""
+
+
+@dataclass
+class DQNConfig:
+    """The DQN learner: network, loss and optimizer."""
+
+    hidden: list[int] = _param([128, 128], gt=0)
+    """Hidden layer widths of the Q-network MLP."""
+    dueling: bool = True
+    """Use a dueling head (separate value and advantage streams)."""
+    double: bool = True
+    """Double DQN: pick the next action with the online net, value it with the target net."""
+    gamma: float = _param(0.99, ge=0.0, le=1.0)
+    """Discount factor."""
+    n_step: int = _param(3, ge=1)
+    """Steps of real reward before bootstrapping (n-step returns)."""
+    lr: float = _param(1e-3, gt=0.0)
+    """Adam learning rate."""
+    adam_eps: float = _param(1e-8, gt=0.0)
+    """Adam epsilon."""
+    batch_size: int = _param(64, gt=0)
+    """Transitions per gradient step."""
+    huber_delta: float = _param(1.0, gt=0.0)
+    """Huber loss threshold between the quadratic and linear parts."""
+    max_grad_norm: float = _param(10.0, gt=0.0)
+    """Clip the global gradient norm to this value."""
+    target_update: str = _param("hard", choices=("hard", "soft"))
+    """How the target network follows the online one: 'hard' copies every target_period
+    updates, 'soft' moves it by tau every update."""
+    target_period: int = _param(500, gt=0)
+    """Updates between hard target copies."""
+    tau: float = _param(0.005, gt=0.0, le=1.0)
+    """Soft target update rate."""
+
+
+@dataclass
+class ReplayConfig:
+    """The replay buffer and how it is sampled."""
+
+    capacity: int = _param(100_000, gt=0)
+    """Transitions kept; the oldest are overwritten."""
+    prioritized: bool = False
+    """Sample by TD-error priority (proportional PER) instead of uniformly."""
+    alpha: float = _param(0.6, ge=0.0)
+    """Priority exponent: 0 is uniform, 1 fully proportional."""
+    beta: float = _param(0.4, ge=0.0, le=1.0)
+    """Initial importance-sampling exponent, annealed to beta_final."""
+    beta_final: float = _param(1.0, ge=0.0, le=1.0)
+    """Importance-sampling exponent at the end of annealing."""
+    beta_steps: int = _param(50_000, gt=0)
+    """Sampling calls over which beta anneals."""
+
+
+@dataclass
+class ExploreConfig:
+    """Epsilon-greedy exploration."""
+
+    eps_start: float = _param(1.0, ge=0.0, le=1.0)
+    """Epsilon at step 0."""
+    eps_end: float = _param(0.05, ge=0.0, le=1.0)
+    """Epsilon after the decay."""
+    eps_decay_steps: int = _param(10_000, gt=0)
+    """Env steps over which epsilon decays linearly."""
+
+
+@dataclass
+class RunConfig:
+    """How long to train, when to evaluate and checkpoint, where to write."""
+
+    runner: str = _param("serial", choices=("serial",))
+    """Training scheme: 'serial' (collect, store, learn in one loop)."""
+    total_steps: int = _param(50_000, gt=0)
+    """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
+    learning_starts: int = _param(1_000, ge=0)
+    """Env steps collected before the first gradient step."""
+    train_freq: int = _param(4, gt=0)
+    """Env steps between learning phases."""
+    gradient_steps: int = _param(1, gt=0)
+    """Gradient steps per learning phase."""
+    eval_every: int = _param(2_000, gt=0)
+    """Env steps between greedy evaluations."""
+    eval_episodes: int = _param(20, gt=0)
+    """Episodes per greedy evaluation (run side by side, one batched forward per step)."""
+    stop_return: float | None = None
+    """Stop once a greedy evaluation's mean return reaches this (None: never stop early)."""
+    checkpoint_every: int = _param(10_000, gt=0)
+    """Env steps between checkpoints (taken at the next episode boundary)."""
+    seed: int = _param(0, ge=0)
+    """Seed for the network, exploration, replay sampling and env resets."""
+    device: str = _param("auto", choices=("auto", "cpu", "cuda"))
+    """'auto' uses CUDA when present, CPU otherwise."""
+    torch_threads: int = _param(1, ge=0)
+    """torch intra-op threads (0: torch's default); small nets run fastest on 1."""
+    out: str = "runs"
+    """Directory under which run directories are created."""
+    name: str = ""
+    """Run name (default: the env id); the run directory is OUT/NAME-TIME."""
+    log_every: int = _param(1_000, gt=0)
+    """Env steps between progress-bar refreshes and steps/s rows in metrics.csv."""
+    progress: bool = True
+    """Show a progress bar."""
+
+
+@dataclass
+class Config:
+    """Everything a run needs; one config feeds every runner."""
+
+    env: EnvConfig = field(default_factory=EnvConfig)
+    dqn: DQNConfig = field(default_factory=DQNConfig)
+    replay: ReplayConfig = field(default_factory=ReplayConfig)
+    explore: ExploreConfig = field(default_factory=ExploreConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+
+    def validate(self) -> Config:
+        """Check every field's type and range; raise ConfigError naming the first bad one."""
+        for section in dataclasses.fields(self):
+            obj = getattr(self, section.name)
+            hints = _hints(type(obj))
+            for f in dataclasses.fields(obj):
+                key = f"{section.name}.{f.name}"
+                value = _check_type(key, getattr(obj, f.name), hints[f.name])
+                _check_rules(key, value, f.metadata)
+                setattr(obj, f.name, value)
+        if self.explore.eps_end > self.explore.eps_start:
+            raise ConfigError(
+                f"config key 'explore.eps_end': {self.explore.eps_end} is larger than "
+                f"explore.eps_start={self.explore.eps_start}; epsilon may only decay"
+            )
+        return self
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is list:
+        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        return " or ".join(_type_name(a) for a in args) + " or none"
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
+
+
+def _check_type(key: str, value: Any, tp: Any) -> Any:
+    """Return value converted to tp where lossless (int -> float), else raise ConfigError."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {value!r}")
+        return [_check_type(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
+    if type(None) in args:
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            return None
+        inner = [a for a in args if a is not type(None)]
+        try:
+            return _check_type(key, value, inner[0])
+        except ConfigError:
+            raise ConfigError(
+                f"config key '{key}': expected {_type_name(tp)}, got {value!r}"
+            ) from None
+    ok = (
+        (tp is bool and isinstance(value, bool))
+        or (tp is int and isinstance(value, int) and not isinstance(value, bool))
+        or (tp is float and isinstance(value, (int, float)) and not isinstance(value, bool))
+        or (tp is str and isinstance(value, str))
+    )
+    if not ok:
+        raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {value!r}")
+    if tp is float:
+        value = float(value)
+        if not math.isfinite(value):
+            raise ConfigError(f"config key '{key}': expected a finite number, got {value!r}")
+    return value
+
+
+def _check_rules(key: str, value: Any, rules: typing.Mapping[str, Any]) -> None:
+    if value is None:
+        return
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"config key '{key}': must not be empty")
+        for i, v in enumerate(value):
+            _check_rules(f"{key}[{i}]", v, rules)
+        return
+    checks = {
+        "gt": (lambda v, b: v > b, "> {}"),
+        "ge": (lambda v, b: v >= b, ">= {}"),
+        "lt": (lambda v, b: v < b, "< {}"),
+        "le": (lambda v, b: v <= b, "<= {}"),
+    }
+    for name, (ok, text) in checks.items():
+        if name in rules and not ok(value, rules[name]):
+            allowed = " and ".join(text.format(rules[n]) for n in checks if n in rules)
+            raise ConfigError(f"config key '{key}': {value!r} is out of range; allowed: {allowed}")
+    if "choices" in rules and value not in rules["choices"]:
+        allowed = ", ".join(repr(c) for c in rules["choices"])
+        raise ConfigError(f"config key '{key}': {value!r} is not one of {allowed}")
+
+
+def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
+    """The config as nested plain dicts (TOML has no null: None values are left out)."""
+    out: dict[str, dict[str, Any]] = {}
+    for section in dataclasses.fields(cfg):
+        obj = getattr(cfg, section.name)
+        out[section.name] = {
+            f.name: getattr(obj, f.name)
+            for f in dataclasses.fields(obj)
+            if getattr(obj, f.name) is not None
+        }
+    return out
+
+
+def _apply(cfg: Config, data: typing.Mapping[str, Any], source: str) -> None:
+    sections = {f.name for f in dataclasses.fields(cfg)}
+    for name, values in data.items():
+        if name not in sections:
+            raise ConfigError(
+                f"{source}: unknown config section '{name}'; allowed: {', '.join(sorted(sections))}"
+            )
+        if not isinstance(values, dict):
+            raise ConfigError(f"{source}: '{name}' must be a table of keys, got {values!r}")
+        obj = getattr(cfg, name)
+        keys = {f.name for f in dataclasses.fields(obj)}
+        for key, value in values.items():
+            if key not in keys:
+                raise ConfigError(
+                    f"{source}: unknown config key '{name}.{key}'; keys of [{name}]: "
+                    f"{', '.join(sorted(keys))}"
+                )
+            setattr(obj, key, value)
+
+
+def _parse_override(text: str) -> tuple[str, str, Any]:
+    if "=" not in text:
+        raise ConfigError(f"override {text!r}: expected SECTION.KEY=VALUE, e.g. dqn.lr=1e-3")
+    path, raw = text.split("=", 1)
+    parts = path.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"override {text!r}: the key must be SECTION.KEY, e.g. dqn.lr")
+    raw = raw.strip()
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw  # a bare word such as `soft` or `CartPole-v1` is a string
+    return parts[0], parts[1], value
+
+
+def preset_names() -> list[str]:
+    """Names of the bundled presets (``shoal train NAME``)."""
+    return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{path}' does not exist") from None
+    except OSError as e:
+        raise ConfigError(f"config file '{path}' cannot be read: {e.strerror}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"config file '{path}' is not valid TOML: {e}") from None
+
+
+def load_config(
+    source: str | Path | None = None,
+    overrides: typing.Sequence[str] = (),
+    values: typing.Mapping[str, typing.Mapping[str, Any]] | None = None,
+) -> Config:
+    """Build and validate a config.
+
+    Args:
+        source: a preset name (see :func:`preset_names`), a path to a TOML file, or None
+            for the defaults.
+        overrides: ``SECTION.KEY=VALUE`` strings; values are parsed as TOML (bare words
+            are strings), applied after the source.
+        values: nested ``{section: {key: value}}`` applied after the source and before the
+            overrides.
+    """
+    cfg = Config()
+    if source is not None:
+        src = str(source)
+        preset = PRESET_DIR / f"{src}.toml"
+        if src in preset_names():
+            _apply(cfg, _read_toml(preset), f"preset '{src}'")
+        elif src.endswith(".toml") or Path(src).exists():
+            _apply(cfg, _read_toml(Path(src)), f"config file '{src}'")
+        else:
+            raise ConfigError(
+                f"'{src}' is neither a preset ({', '.join(preset_names())}) nor a TOML file"
+            )
+    if values:
+        _apply(cfg, values, "config")
+    for text in overrides:
+        section, key, value = _parse_override(text)
+        _apply(cfg, {section: {key: value}}, f"override {text!r}")
+    return cfg.validate()
+
+
+def save_config(cfg: Config, path: Path) -> None:
+    """Write the resolved config as TOML (atomically: temp file + rename)."""
+    import tomli_w
+
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(tomli_w.dumps(config_to_dict(cfg)))
+    tmp.replace(path)
+
+
+@functools.cache
+def field_docs(cls: type) -> dict[str, str]:
+    """Each field's docstring (the string literal right below it in the class body)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in zip(body, body[1:]):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.split())
+    return docs
+
+
+def describe_config(cfg: Config | None = None) -> str:
+    """Every config key with its type, current value and docstring, for ``--help``."""
+    cfg = cfg or Config()
+    lines = []
+    for section in dataclasses.fields(cfg):
+        obj = getattr(cfg, section.name)
+        lines.append(f"[{section.name}] {inspect.getdoc(type(obj))}")
+        docs = field_docs(type(obj))
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            lines.append(f"  {section.name}.{f.name} = {value!r}")
+            lines.append(f"      {docs.get(f.name, '')}")
+    return "\n".join(lines)

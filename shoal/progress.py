@@ -1,0 +1,58 @@
+"""The training progress bar (rich): steps, steps/s and the latest learning figures."""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+__all__ = ["TrainProgress"]
+
+
+class TrainProgress:
+    """A context manager showing a bar over env steps with a line of live stats.
+
+    Disabled, it does nothing, so runners call it unconditionally.
+    """
+
+    def __init__(self, total: int, *, enabled: bool, description: str = "train") -> None:
+        self.enabled = enabled
+        self._progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            disable=not enabled,
+        )
+        self._task = self._progress.add_task(description, total=total, stats="")
+
+    def __enter__(self) -> TrainProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._progress.__exit__(exc_type, exc, tb)
+
+    def update(self, completed: int, **stats: Any) -> None:
+        """Move the bar to ``completed`` steps and show ``stats`` as ``name value`` pairs."""
+        if not self.enabled:
+            return
+        text = "  ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()
+        )
+        self._progress.update(self._task, completed=completed, stats=text)

@@ -1,0 +1,249 @@
+"""The serial runner: collect, store and learn in one loop. The oracle for every other runner.
+
+Each step: pick an epsilon-greedy action, step the env, push the transition through the
+n-step writer into replay, and every ``train_freq`` steps take ``gradient_steps``
+gradient steps. Every ``eval_every`` steps the greedy policy plays ``eval_episodes``
+episodes on separate envs.
+
+Checkpoints fall on episode boundaries: an env's internals cannot be saved in general,
+but a fresh episode can be re-created exactly because every reset is seeded from
+(run seed, episode index). Resuming from such a checkpoint therefore continues exactly as
+the uninterrupted run would. A run cut mid-episode (Ctrl-C, or stopping once solved) ends
+that episode as truncated, so its transitions still bootstrap correctly, and checkpoints.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.algos.dqn import Batch
+from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
+from shoal.checkpoint import save_checkpoint
+from shoal.config import Config, config_to_dict
+from shoal.envs import make_env, probe_env
+from shoal.evaluation import evaluate
+from shoal.metrics import MetricsWriter
+from shoal.plot import plot_run
+from shoal.progress import TrainProgress
+from shoal.rundir import RunDir
+from shoal.seeding import derive_seed
+
+__all__ = ["SerialRunner", "TrainResult"]
+
+TRAIN_STREAM = 0
+"""Seed stream of training env resets."""
+ACTION_STREAM = 3
+"""Seed stream of exploration (epsilon-greedy) draws."""
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run reports."""
+
+    run_dir: str
+    """Where config, metrics, checkpoints and the curve were written."""
+    eval_return: float
+    """Mean greedy return of the final evaluation."""
+    env_steps: int
+    """Env steps taken in training (across resumes)."""
+    wall_seconds: float
+    """Wall-clock seconds of training (across resumes)."""
+    updates: int
+    """Gradient steps taken."""
+    solved_step: int | None
+    """Env step of the first evaluation that reached run.stop_return (None: never)."""
+    solved_wall_seconds: float | None
+    """Wall-clock seconds at that evaluation."""
+
+
+class SerialRunner:
+    """Runs one training job in the calling thread.
+
+    Example:
+        >>> from shoal.config import load_config
+        >>> cfg = load_config("cartpole", ["run.total_steps=500", "run.progress=false"])
+        >>> # SerialRunner(cfg, RunDir.create("runs", "demo")).run()
+    """
+
+    def __init__(self, cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = run
+        self.spec = probe_env(cfg.env)
+        if cfg.run.torch_threads > 0:
+            torch.set_num_threads(cfg.run.torch_threads)
+        self.dqn = build_dqn(cfg, self.spec)
+        self.replay = build_replay(cfg, self.spec)
+        self.nstep = build_nstep(cfg)
+        self.epsilon = build_epsilon(cfg)
+        self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
+        self.env = make_env(cfg.env)
+        n_eval_envs = min(cfg.run.eval_episodes, 32)
+        self.eval_envs = [make_env(cfg.env) for _ in range(n_eval_envs)]
+        # Counters; all of them go into the checkpoint.
+        self.step = 0
+        self.episode = 0
+        self.next_checkpoint = cfg.run.checkpoint_every
+        self.wall_before = 0.0
+        self.last_eval: float | None = None
+        self.last_eval_step = -1
+        self.solved_step: int | None = None
+        self.solved_wall: float | None = None
+        if resume is not None:
+            self._restore(resume)
+
+    # --- checkpoints --------------------------------------------------------------------
+    def _state(self, wall: float) -> dict[str, Any]:
+        return {
+            "config": config_to_dict(self.cfg),
+            "dqn": self.dqn.state_dict(),
+            "replay": self.replay.state_dict(),
+            "rng": {
+                "actions": self.rng.bit_generator.state,
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+            "counters": {
+                "step": self.step,
+                "episode": self.episode,
+                "next_checkpoint": self.next_checkpoint,
+                "wall": wall,
+                "last_eval": self.last_eval,
+                "last_eval_step": self.last_eval_step,
+                "solved_step": self.solved_step,
+                "solved_wall": self.solved_wall,
+            },
+        }
+
+    def _restore(self, state: dict[str, Any]) -> None:
+        self.dqn.load_state_dict(state["dqn"])
+        self.replay.load_state_dict(state["replay"])
+        self.rng.bit_generator.state = state["rng"]["actions"]
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"]["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        c = state["counters"]
+        self.step, self.episode = c["step"], c["episode"]
+        self.next_checkpoint, self.wall_before = c["next_checkpoint"], c["wall"]
+        self.last_eval, self.last_eval_step = c["last_eval"], c["last_eval_step"]
+        self.solved_step, self.solved_wall = c["solved_step"], c["solved_wall"]
+
+    def _checkpoint(self, wall: float, metrics: MetricsWriter) -> None:
+        metrics.flush()
+        save_checkpoint(self.run_dir.checkpoint, self._state(wall))
+
+    # --- the loop -----------------------------------------------------------------------
+    def _reset(self) -> np.ndarray:
+        obs, _ = self.env.reset(seed=derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.episode))
+        return obs
+
+    def _learn(self) -> float:
+        loss = 0.0
+        for _ in range(self.cfg.run.gradient_steps):
+            sample = self.replay.sample(self.cfg.dqn.batch_size)
+            info = self.dqn.update(Batch.from_numpy(sample, self.dqn.device))
+            self.replay.update_priorities(sample["indices"], info.td_errors)
+            loss = info.loss
+        return loss
+
+    def _evaluate(self, metrics: MetricsWriter, wall: float) -> float:
+        returns = evaluate(
+            self.dqn.greedy, self.eval_envs, self.cfg.run.eval_episodes, self.cfg.run.seed
+        )
+        mean = float(returns.mean())
+        self.last_eval, self.last_eval_step = mean, self.step
+        metrics.log(
+            "eval", self.step, wall_s=wall, eval_mean=mean, eval_std=float(returns.std()),
+            updates=self.dqn.updates,
+        )
+        stop = self.cfg.run.stop_return
+        if stop is not None and mean >= stop and self.solved_step is None:
+            self.solved_step, self.solved_wall = self.step, wall
+        return mean
+
+    def run(self) -> TrainResult:
+        """Train until ``total_steps`` (finishing the episode) or until solved."""
+        r = self.cfg.run
+        metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
+        t0 = time.perf_counter()
+
+        def wall() -> float:
+            return self.wall_before + time.perf_counter() - t0
+
+        obs = self._reset()
+        ep_return, ep_len, loss = 0.0, 0, float("nan")
+        tick_step, tick_updates, tick_time = self.step, self.dqn.updates, time.perf_counter()
+        stop = self.solved_step is not None and r.stop_return is not None
+        try:
+            with TrainProgress(r.total_steps, enabled=r.progress, description=self.cfg.env.id) as bar:
+                while not stop:
+                    eps = self.epsilon(self.step)
+                    action = self.dqn.act(obs, eps, self.rng)
+                    next_obs, reward, term, trunc, _ = self.env.step(action)
+                    self.step += 1
+                    ep_return += float(reward)
+                    ep_len += 1
+                    for tr in self.nstep.append(obs, action, reward, next_obs, term, trunc):
+                        self.replay.add(tr)
+                    obs = next_obs
+                    if self.step >= r.learning_starts and self.step % r.train_freq == 0:
+                        loss = self._learn()
+                    if self.step % r.eval_every == 0:
+                        self._evaluate(metrics, wall())
+                        stop = self.solved_step is not None
+                    if self.step % r.log_every == 0:
+                        now = time.perf_counter()
+                        sps = (self.step - tick_step) / (now - tick_time)
+                        ups = (self.dqn.updates - tick_updates) / (now - tick_time)
+                        tick_step, tick_updates, tick_time = self.step, self.dqn.updates, now
+                        metrics.log("tick", self.step, wall_s=wall(), steps_per_s=sps,
+                                    updates_per_s=ups, epsilon=eps, loss=loss,
+                                    updates=self.dqn.updates)
+                        bar.update(self.step, sps=round(sps), eps=eps, loss=loss,
+                                   eval=self.last_eval if self.last_eval is not None else "-")
+                    if term or trunc:
+                        metrics.log("episode", self.step, wall_s=wall(), episode=self.episode,
+                                    length=ep_len, epsilon=eps, updates=self.dqn.updates,
+                                    **{"return": ep_return})
+                        self.episode += 1
+                        ep_return, ep_len = 0.0, 0
+                        if self.step >= r.total_steps:
+                            break
+                        if self.step >= self.next_checkpoint:
+                            while self.next_checkpoint <= self.step:
+                                self.next_checkpoint += r.checkpoint_every
+                            self._checkpoint(wall(), metrics)
+                        obs = self._reset()
+                bar.update(self.step)
+        except KeyboardInterrupt:
+            self._end_partial_episode(ep_len)
+            self._checkpoint(wall(), metrics)
+            metrics.close()
+            raise
+        self._end_partial_episode(ep_len)
+        if self.last_eval_step != self.step:
+            self._evaluate(metrics, wall())
+        self._checkpoint(wall(), metrics)
+        metrics.close()
+        plot_run(self.run_dir.metrics, self.run_dir.curve, title=f"{self.cfg.env.id} (serial)")
+        return TrainResult(
+            run_dir=str(self.run_dir.path),
+            eval_return=float(self.last_eval if self.last_eval is not None else float("nan")),
+            env_steps=self.step,
+            wall_seconds=wall(),
+            updates=self.dqn.updates,
+            solved_step=self.solved_step,
+            solved_wall_seconds=self.solved_wall,
+        )
+
+    def _end_partial_episode(self, ep_len: int) -> None:
+        """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
+        the last observation, and a resumed run starts the next episode (next seed)."""
+        for tr in self.nstep.flush():
+            self.replay.add(tr)
+        if ep_len > 0:
+            self.episode += 1

@@ -1,0 +1,104 @@
+"""The Python API over runs: train (or resume) one, evaluate one, plot one.
+
+Example:
+    >>> import shoal
+    >>> result = shoal.train("cartpole", overrides=["run.total_steps=300", "run.progress=false",
+    ...                                             "run.out='/tmp/shoal-doc'"])  # doctest: +SKIP
+    >>> result.env_steps >= 300  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from shoal.checkpoint import load_checkpoint
+from shoal.config import Config, load_config, save_config
+from shoal.envs import make_env, probe_env
+from shoal.errors import ConfigError
+from shoal.evaluation import evaluate
+from shoal.plot import plot_run
+from shoal.rundir import RunDir
+from shoal.runners.serial import SerialRunner, TrainResult
+
+__all__ = ["RUNNERS", "TrainResult", "evaluate_run", "plot", "train"]
+
+RUNNERS = {"serial": SerialRunner}
+"""Runner classes by the name ``run.runner`` takes."""
+
+
+def train(
+    config: Config | str | Path | None = None,
+    *,
+    overrides: Sequence[str] = (),
+    run_dir: str | Path | None = None,
+    resume: str | Path | None = None,
+) -> TrainResult:
+    """Train a DQN agent and return where it went and how it did.
+
+    Args:
+        config: a :class:`Config`, a preset name, a TOML path, or None for the defaults.
+        overrides: ``SECTION.KEY=VALUE`` strings applied on top.
+        run_dir: exact run directory to create (it must not exist); default
+            ``run.out/NAME-TIME``.
+        resume: an existing run directory to continue from its latest checkpoint; its saved
+            config is used, with ``overrides`` on top (e.g. a larger ``run.total_steps``).
+
+    Everything is validated (config, env, run directory) before any work starts.
+    """
+    if resume is not None:
+        if config is not None:
+            raise ConfigError("give either a config or resume=RUN_DIR, not both")
+        run = RunDir.open(resume)
+        cfg = load_config(run.config, overrides)
+        probe_env(cfg.env)
+        state = load_checkpoint(run.checkpoint)
+        save_config(cfg, run.config)
+        return RUNNERS[cfg.run.runner](cfg, run, resume=state).run()
+    if isinstance(config, Config):
+        cfg = load_config(None, overrides, values=_as_values(config))
+    else:
+        cfg = load_config(config, overrides)
+    probe_env(cfg.env)
+    run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
+    save_config(cfg, run.config)
+    return RUNNERS[cfg.run.runner](cfg, run).run()
+
+
+def _as_values(cfg: Config) -> dict[str, dict[str, object]]:
+    from shoal.config import config_to_dict
+
+    return config_to_dict(cfg)
+
+
+def evaluate_run(run_dir: str | Path, episodes: int = 20, seed: int | None = None) -> np.ndarray:
+    """Greedy returns of a run's latest checkpoint over ``episodes`` fresh episodes."""
+    if episodes <= 0:
+        raise ConfigError(f"episodes: {episodes} is out of range; allowed: > 0")
+    run = RunDir.open(run_dir)
+    cfg = load_config(run.config)
+    state = load_checkpoint(run.checkpoint)
+    spec = probe_env(cfg.env)
+    from shoal.build import build_dqn
+
+    dqn = build_dqn(cfg, spec)
+    dqn.load_state_dict(state["dqn"])
+    envs = [make_env(cfg.env) for _ in range(min(episodes, 32))]
+    try:
+        # A seed other than the run's gives starts the training-time evaluations never saw.
+        return evaluate(dqn.greedy, envs, episodes, cfg.run.seed + 1 if seed is None else seed)
+    finally:
+        for env in envs:
+            env.close()
+
+
+def plot(run_dir: str | Path) -> Path:
+    """(Re)draw a run's ``curve.png`` from its ``metrics.csv``."""
+    run = RunDir.open(run_dir)
+    if not run.metrics.is_file():
+        raise ConfigError(f"run directory '{run.path}' has no metrics.csv yet")
+    cfg = load_config(run.config)
+    return plot_run(run.metrics, run.curve, title=f"{cfg.env.id} ({cfg.run.runner})")
