@@ -86,12 +86,17 @@ def _train(args: argparse.Namespace) -> int:
         "run.out": args.out,
     }
     # Shortcut flags go first so that an explicit --set wins.
-    overrides = [f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
-                 for k, v in shortcuts.items() if v is not None] + overrides
+    overrides = [
+        f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+        for k, v in shortcuts.items()
+        if v is not None
+    ] + overrides
     if args.no_progress:
         overrides.append("run.progress=false")
     if args.resume and (args.config or args.env or args.run_dir):
-        raise ShoalError("--resume continues a run with its own config; drop CONFIG/--env/--run-dir")
+        raise ShoalError(
+            "--resume continues a run with its own config; drop CONFIG/--env/--run-dir"
+        )
     target = args.resume or args.run_dir
     try:
         if args.resume:

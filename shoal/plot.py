@@ -35,8 +35,17 @@ def plot_run(metrics_csv: Path, out_png: Path, title: str = "") -> Path:
         ax.plot(steps[k - 1 :], smooth, color="tab:blue", lw=1.5, label=f"mean of last {k}")
     if ev:
         s, m, sd = map(np.asarray, zip(*ev))
-        ax.errorbar(s, m, yerr=sd, color="tab:red", marker="o", ms=3, lw=1.2, capsize=2,
-                    label="greedy eval (mean ± std)")
+        ax.errorbar(
+            s,
+            m,
+            yerr=sd,
+            color="tab:red",
+            marker="o",
+            ms=3,
+            lw=1.2,
+            capsize=2,
+            label="greedy eval (mean ± std)",
+        )
     ax.set_xlabel("env steps")
     ax.set_ylabel("return")
     ax.set_title(title)

@@ -49,7 +49,11 @@ class RunDir:
 
         ``path`` names the directory exactly; otherwise it is ``out/name-YYYYmmdd-HHMMSS``.
         """
-        target = Path(path) if path is not None else Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        target = (
+            Path(path)
+            if path is not None
+            else Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        )
         if target.exists():
             raise RunDirError(
                 f"run directory '{target}' already exists; pick another --run-dir, or "

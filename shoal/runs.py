@@ -15,8 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from shoal.build import build_dqn
 from shoal.checkpoint import load_checkpoint
-from shoal.config import Config, load_config, save_config
+from shoal.config import Config, config_to_dict, load_config, save_config
 from shoal.envs import make_env, probe_env
 from shoal.errors import ConfigError
 from shoal.evaluation import evaluate
@@ -59,19 +60,13 @@ def train(
         save_config(cfg, run.config)
         return RUNNERS[cfg.run.runner](cfg, run, resume=state).run()
     if isinstance(config, Config):
-        cfg = load_config(None, overrides, values=_as_values(config))
+        cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
     probe_env(cfg.env)
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
     return RUNNERS[cfg.run.runner](cfg, run).run()
-
-
-def _as_values(cfg: Config) -> dict[str, dict[str, object]]:
-    from shoal.config import config_to_dict
-
-    return config_to_dict(cfg)
 
 
 def evaluate_run(run_dir: str | Path, episodes: int = 20, seed: int | None = None) -> np.ndarray:
@@ -82,8 +77,6 @@ def evaluate_run(run_dir: str | Path, episodes: int = 20, seed: int | None = Non
     cfg = load_config(run.config)
     state = load_checkpoint(run.checkpoint)
     spec = probe_env(cfg.env)
-    from shoal.build import build_dqn
-
     dqn = build_dqn(cfg, spec)
     dqn.load_state_dict(state["dqn"])
     envs = [make_env(cfg.env) for _ in range(min(episodes, 32))]

@@ -157,7 +157,11 @@ class SerialRunner:
         mean = float(returns.mean())
         self.last_eval, self.last_eval_step = mean, self.step
         metrics.log(
-            "eval", self.step, wall_s=wall, eval_mean=mean, eval_std=float(returns.std()),
+            "eval",
+            self.step,
+            wall_s=wall,
+            eval_mean=mean,
+            eval_std=float(returns.std()),
             updates=self.dqn.updates,
         )
         stop = self.cfg.run.stop_return
@@ -179,7 +183,9 @@ class SerialRunner:
         tick_step, tick_updates, tick_time = self.step, self.dqn.updates, time.perf_counter()
         stop = self.solved_step is not None and r.stop_return is not None
         try:
-            with TrainProgress(r.total_steps, enabled=r.progress, description=self.cfg.env.id) as bar:
+            with TrainProgress(
+                r.total_steps, enabled=r.progress, description=self.cfg.env.id
+            ) as bar:
                 while not stop:
                     eps = self.epsilon(self.step)
                     action = self.dqn.act(obs, eps, self.rng)
@@ -200,15 +206,34 @@ class SerialRunner:
                         sps = (self.step - tick_step) / (now - tick_time)
                         ups = (self.dqn.updates - tick_updates) / (now - tick_time)
                         tick_step, tick_updates, tick_time = self.step, self.dqn.updates, now
-                        metrics.log("tick", self.step, wall_s=wall(), steps_per_s=sps,
-                                    updates_per_s=ups, epsilon=eps, loss=loss,
-                                    updates=self.dqn.updates)
-                        bar.update(self.step, sps=round(sps), eps=eps, loss=loss,
-                                   eval=self.last_eval if self.last_eval is not None else "-")
+                        metrics.log(
+                            "tick",
+                            self.step,
+                            wall_s=wall(),
+                            steps_per_s=sps,
+                            updates_per_s=ups,
+                            epsilon=eps,
+                            loss=loss,
+                            updates=self.dqn.updates,
+                        )
+                        bar.update(
+                            self.step,
+                            sps=round(sps),
+                            eps=eps,
+                            loss=loss,
+                            eval=self.last_eval if self.last_eval is not None else "-",
+                        )
                     if term or trunc:
-                        metrics.log("episode", self.step, wall_s=wall(), episode=self.episode,
-                                    length=ep_len, epsilon=eps, updates=self.dqn.updates,
-                                    **{"return": ep_return})
+                        metrics.log(
+                            "episode",
+                            self.step,
+                            wall_s=wall(),
+                            episode=self.episode,
+                            length=ep_len,
+                            epsilon=eps,
+                            updates=self.dqn.updates,
+                            **{"return": ep_return},
+                        )
                         self.episode += 1
                         ep_return, ep_len = 0.0, 0
                         if self.step >= r.total_steps:

@@ -1,0 +1,164 @@
+"""CLI smoke tests and bad input: one-line error, exit code 2, nothing overwritten."""
+
+import subprocess
+import sys
+
+import pytest
+
+from shoal.cli import main
+from shoal.rundir import RunDir
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def sets(overrides):
+    return [x for o in overrides for x in ("--set", o)]
+
+
+def test_train_eval_plot(tmp_path, tiny, capsys):
+    run = tmp_path / "run"
+    code, out, err = run_cli(capsys, "train", "cartpole", "--run-dir", str(run), *sets(tiny()))
+    assert code == 0, err
+    assert "eval return" in out
+    code, out, _ = run_cli(capsys, "eval", str(run), "--episodes", "3")
+    assert code == 0 and out.startswith("3 episodes: mean")
+    RunDir(run).curve.unlink()
+    code, out, _ = run_cli(capsys, "plot", str(run))
+    assert code == 0 and RunDir(run).curve.is_file()
+
+
+def test_train_any_gymnasium_env_by_id(tmp_path, tiny, capsys):
+    code, _, err = run_cli(
+        capsys,
+        "train",
+        "--env",
+        "Acrobot-v1",
+        "--run-dir",
+        str(tmp_path / "a"),
+        *sets(tiny(run__total_steps=200, env__max_episode_steps=50)),
+    )
+    assert code == 0, err
+    assert 'id = "Acrobot-v1"' in RunDir(tmp_path / "a").config.read_text()
+
+
+def test_help_lists_config_keys():
+    out = subprocess.run(
+        [sys.executable, "-m", "shoal.cli", "train", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "dqn.lr" in out and "Adam learning rate" in out and "--resume" in out
+    for cmd in ("eval", "plot"):
+        assert (
+            subprocess.run(
+                [sys.executable, "-m", "shoal.cli", cmd, "--help"], capture_output=True
+            ).returncode
+            == 0
+        )
+
+
+def test_console_script_exit_code_on_bad_input(tmp_path):
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shoal.cli",
+            "train",
+            "--env",
+            "NoSuchEnv-v0",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shoal: error:") and "NoSuchEnv-v0" in lines[0]
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--env", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["--env", "Pendulum-v1"], "Discrete"),
+        (["cartpole", "--set", "dqn.batch_size=0"], "dqn.batch_size"),
+        (["cartpole", "--set", "replay.capacity=-1"], "replay.capacity"),
+        (["cartpole", "--set", "run.total_steps=0"], "run.total_steps"),
+        (["cartpole", "--set", "dqn.hidden=[0]"], "dqn.hidden"),
+        (["cartpole", "--set", "dqn.nope=1"], "dqn.nope"),
+        (["cartpole", "--set", "dqn.lr=fast"], "dqn.lr"),
+        (["no-such-preset"], "no-such-preset"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, needle):
+    out_dir = tmp_path / "runs"
+    code, out, err = run_cli(capsys, "train", *args, "--out", str(out_dir))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err
+    assert not out_dir.exists()
+
+
+def test_argparse_rejects_nonpositive_steps(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "cartpole", "--steps", "-5"])
+    assert e.value.code == 2
+
+
+def test_malformed_toml(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[dqn]\nlr = = 3\n")
+    code, _, err = run_cli(capsys, "train", str(bad), "--out", str(tmp_path / "runs"))
+    assert code == 2 and "not valid TOML" in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_existing_run_dir_is_not_overwritten(tmp_path, tiny, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    keep = run / "precious.txt"
+    keep.write_text("data")
+    code, _, err = run_cli(capsys, "train", "cartpole", "--run-dir", str(run), *sets(tiny()))
+    assert code == 2 and "already exists" in err
+    assert keep.read_text() == "data" and sorted(p.name for p in run.iterdir()) == ["precious.txt"]
+
+
+def test_missing_and_corrupt_checkpoints(tmp_path, tiny, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", "cartpole", "--run-dir", str(run), *sets(tiny()))[0] == 0
+    ckpt = RunDir(run).checkpoint
+    good = ckpt.read_bytes()
+    # truncated
+    ckpt.write_bytes(good[: len(good) // 2])
+    for argv in (["eval", str(run)], ["train", "--resume", str(run), "--no-progress"]):
+        code, _, err = run_cli(capsys, *argv)
+        assert code == 2 and "corrupt or truncated" in err, err
+    assert ckpt.read_bytes() == good[: len(good) // 2]  # nothing overwritten
+    # garbage and a foreign pickle
+    ckpt.write_bytes(b"not a checkpoint at all")
+    assert run_cli(capsys, "eval", str(run))[0] == 2
+    import torch
+
+    torch.save({"hello": 1}, ckpt)
+    code, _, err = run_cli(capsys, "eval", str(run))
+    assert code == 2 and "not a shoal checkpoint" in err
+    # missing
+    ckpt.unlink()
+    code, _, err = run_cli(capsys, "eval", str(run))
+    assert code == 2 and "does not exist" in err
+    # not a run directory at all
+    code, _, err = run_cli(capsys, "eval", str(tmp_path / "nowhere"))
+    assert code == 2 and "does not exist" in err
+
+
+def test_resume_rejects_config_with_it(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "train", "cartpole", "--resume", str(tmp_path))
+    assert code == 2 and "--resume" in err

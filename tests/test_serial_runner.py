@@ -1,0 +1,101 @@
+"""The serial runner: artifacts, exact resume, episode-boundary checkpoints, Ctrl-C."""
+
+import numpy as np
+import pytest
+import torch
+
+import shoal
+from shoal.checkpoint import load_checkpoint
+from shoal.metrics import read_metrics
+from shoal.rundir import RunDir
+from shoal.runners.serial import SerialRunner
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def params_of(run_dir):
+    state = load_checkpoint(RunDir(run_dir).checkpoint)
+    return state["dqn"]["online"], state
+
+
+def test_run_writes_every_artifact(tmp_path, tiny):
+    result = shoal.train("cartpole", overrides=tiny(), run_dir=tmp_path / "run")
+    run = RunDir(tmp_path / "run")
+    for path in (run.config, run.metrics, run.checkpoint, run.curve):
+        assert path.is_file(), path
+    assert any(run.tensorboard.glob("events.out.tfevents.*"))
+    rows = read_metrics(run.metrics)
+    kinds = {r["kind"] for r in rows}
+    assert kinds == {"episode", "eval", "tick"}
+    assert result.env_steps >= 600
+    assert result.updates > 0
+    assert np.isfinite(result.eval_return)
+    episodes = [r for r in rows if r["kind"] == "episode"]
+    assert sum(int(r["length"]) for r in episodes) == result.env_steps
+
+
+def test_resume_is_exact(tmp_path, tiny):
+    """2k steps in one go == 1k, then resume to 2k: identical parameters and optimizer."""
+    full = shoal.train("cartpole", overrides=tiny(run__total_steps=2000), run_dir=tmp_path / "full")
+    half = shoal.train("cartpole", overrides=tiny(run__total_steps=1000), run_dir=tmp_path / "half")
+    assert 1000 <= half.env_steps < 2000
+    resumed = shoal.train(resume=tmp_path / "half", overrides=["run.total_steps=2000"])
+    assert resumed.env_steps == full.env_steps
+    assert resumed.updates == full.updates
+    p_full, s_full = params_of(tmp_path / "full")
+    p_res, s_res = params_of(tmp_path / "half")
+    for k in p_full:
+        assert torch.equal(p_full[k], p_res[k]), k
+    for k, v in s_full["dqn"]["target"].items():
+        assert torch.equal(v, s_res["dqn"]["target"][k])
+    assert s_full["rng"]["actions"] == s_res["rng"]["actions"]
+    # the resumed run appended to the same metrics file, with no step counted twice
+    steps = [
+        int(r["step"])
+        for r in read_metrics(RunDir(tmp_path / "half").metrics)
+        if r["kind"] == "episode"
+    ]
+    assert steps == sorted(set(steps))
+
+
+def test_periodic_checkpoints_fall_on_episode_boundaries(tmp_path, tiny, monkeypatch):
+    saved = []
+    original = SerialRunner._checkpoint
+
+    def spy(self, wall, metrics):
+        saved.append(self.step)
+        original(self, wall, metrics)
+
+    monkeypatch.setattr(SerialRunner, "_checkpoint", spy)
+    shoal.train("cartpole", overrides=tiny(run__total_steps=1500), run_dir=tmp_path / "r")
+    ends = {
+        int(r["step"])
+        for r in read_metrics(RunDir(tmp_path / "r").metrics)
+        if r["kind"] == "episode"
+    }
+    assert len(saved) >= 4
+    assert set(saved) <= ends
+
+
+def test_ctrl_c_saves_checkpoint_and_resume_continues(tmp_path, tiny, monkeypatch):
+    calls = {"n": 0}
+    original = SerialRunner._learn
+
+    def interrupting(self):
+        calls["n"] += 1
+        if calls["n"] == 150:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(SerialRunner, "_learn", interrupting)
+    with pytest.raises(KeyboardInterrupt):
+        shoal.train("cartpole", overrides=tiny(run__total_steps=5000), run_dir=tmp_path / "r")
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    step = state["counters"]["step"]
+    assert step > 100
+    # the partial episode was stored (as truncated), not lost: each env step made exactly
+    # one n-step transition, pending ones included
+    assert state["replay"]["storage"]["size"] == step
+    monkeypatch.setattr(SerialRunner, "_learn", original)
+    result = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
+    assert result.env_steps >= max(step, 1200)
