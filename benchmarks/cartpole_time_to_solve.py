@@ -100,8 +100,9 @@ class RunResult:
 # --- one run (in a child process) -----------------------------------------------------------
 def run_shoal(seed: int) -> RunResult:
     """Train shoal's serial DQN with the ``cartpole`` preset."""
-    import shoal
     import torch
+
+    import shoal
 
     budget = shoal.load_config("cartpole").run.total_steps
     with tempfile.TemporaryDirectory(prefix="shoal-bench-") as tmpdir:
@@ -244,7 +245,9 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 
 def print_report(results: list[RunResult], summary: dict[str, Any], info: dict[str, Any]) -> None:
     """The per-run table, the medians, the ratios against the targets, and the machine."""
-    header = f"{'method':<8} {'seed':>4} {'solved':>6} {'steps@solve':>11} {'s@solve':>8} {'total s':>8}"
+    header = (
+        f"{'method':<8} {'seed':>4} {'solved':>6} {'steps@solve':>11} {'s@solve':>8} {'total s':>8}"
+    )
     print(header)
     print("-" * len(header))
     for r in results:

@@ -52,6 +52,9 @@ class TrainProgress:
         """Move the bar to ``completed`` steps and show ``stats`` as ``name value`` pairs."""
         if not self.enabled:
             return
+        if not stats:
+            self._progress.update(self._task, completed=completed)
+            return
         text = "  ".join(
             f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in stats.items()
         )
