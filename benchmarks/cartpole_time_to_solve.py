@@ -13,9 +13,8 @@ Why it is fair: every method uses the same evaluation protocol, ``shoal.evaluati
 with the run's seed on 20 ``CartPole-v1`` envs (so all see the same 20 starts), every
 1000 env steps, and stops at the first evaluation that solves. The clock starts when
 training starts (process start, imports and model/env construction are excluded) and
-counts the time spent in evaluations. shoal reads its clock just before the evaluation
-that solves (``TrainResult.solved_wall_seconds``), so the SB3 runs report the same point;
-the SB3 clock after that evaluation is kept in the JSON as ``solve_seconds_after_eval``.
+counts the time spent in evaluations, the solving one included (shoal's
+``TrainResult.solved_wall_seconds`` is read after that evaluation, and so is SB3's clock).
 Each (method, seed) runs in a fresh subprocess, one after another, so threads and memory
 of one run cannot slow the next. shoal uses its preset's ``run.torch_threads``; SB3 uses
 torch's default thread count, set explicitly so that it is recorded. A seed that does not
@@ -79,7 +78,7 @@ class RunResult:
     solve_step: int | None
     """Env step of the first solving evaluation (None: never solved)."""
     solve_seconds: float | None
-    """Training seconds when the solving evaluation started (None: never solved)."""
+    """Training seconds when the solving evaluation finished (None: never solved)."""
     total_seconds: float
     """Training seconds of the whole run (to the solve, or to the end of the budget)."""
     env_steps: int
@@ -88,8 +87,6 @@ class RunResult:
     """Env step budget."""
     torch_threads: int
     """torch intra-op threads during training."""
-    solve_seconds_after_eval: float | None = None
-    """SB3 only: training seconds when the solving evaluation finished."""
 
     @property
     def counted_seconds(self) -> float:
@@ -145,12 +142,10 @@ def run_sb3(method: str, seed: int) -> RunResult:
             self.t0 = t0
             self.solve_step: int | None = None
             self.solve_seconds: float | None = None
-            self.solve_seconds_after_eval: float | None = None
 
         def _on_step(self) -> bool:
             if self.num_timesteps % EVAL_EVERY != 0:
                 return True
-            started = time.perf_counter() - self.t0
             returns = evaluate(
                 lambda obs: self.model.predict(obs, deterministic=True)[0],
                 eval_envs,
@@ -159,8 +154,7 @@ def run_sb3(method: str, seed: int) -> RunResult:
             )
             if float(np.mean(returns)) >= SOLVE_RETURN:
                 self.solve_step = self.num_timesteps
-                self.solve_seconds = started
-                self.solve_seconds_after_eval = time.perf_counter() - self.t0
+                self.solve_seconds = time.perf_counter() - self.t0
                 return False
             return True
 
@@ -185,7 +179,6 @@ def run_sb3(method: str, seed: int) -> RunResult:
         env_steps=model.num_timesteps,
         budget=budget,
         torch_threads=torch.get_num_threads(),
-        solve_seconds_after_eval=callback.solve_seconds_after_eval,
     )
 
 
