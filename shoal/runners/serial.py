@@ -182,9 +182,9 @@ class SerialRunner:
         def wall() -> float:
             return self.wall_before + time.perf_counter() - t0
 
+        ticker = _Ticker(self.step, self.dqn.updates)
         obs = self._reset()
         ep_return, ep_len, loss = 0.0, 0, float("nan")
-        tick_step, tick_updates, tick_time = self.step, self.dqn.updates, time.perf_counter()
         stop = self.solved_step is not None and r.stop_return is not None
         try:
             with TrainProgress(
@@ -206,10 +206,7 @@ class SerialRunner:
                         self._evaluate(metrics, wall)
                         stop = self.solved_step is not None
                     if self.step % r.log_every == 0:
-                        now = time.perf_counter()
-                        sps = (self.step - tick_step) / (now - tick_time)
-                        ups = (self.dqn.updates - tick_updates) / (now - tick_time)
-                        tick_step, tick_updates, tick_time = self.step, self.dqn.updates, now
+                        sps, ups = ticker.rates(self.step, self.dqn.updates)
                         metrics.log(
                             "tick",
                             self.step,
@@ -220,13 +217,8 @@ class SerialRunner:
                             loss=loss,
                             updates=self.dqn.updates,
                         )
-                        bar.update(
-                            self.step,
-                            sps=round(sps),
-                            eps=eps,
-                            loss=loss,
-                            eval=self.last_eval if self.last_eval is not None else "-",
-                        )
+                        last = "-" if self.last_eval is None else self.last_eval
+                        bar.update(self.step, sps=round(sps), eps=eps, loss=loss, eval=last)
                     if term or trunc:
                         metrics.log(
                             "episode",
@@ -248,20 +240,20 @@ class SerialRunner:
                             self._checkpoint(wall(), metrics)
                         obs = self._reset()
                 bar.update(self.step)
+            self._end_partial_episode(ep_len)
+            if self.last_eval_step != self.step:
+                self._evaluate(metrics, wall)
+            self._checkpoint(wall(), metrics)
         except KeyboardInterrupt:
             self._end_partial_episode(ep_len)
             self._checkpoint(wall(), metrics)
-            metrics.close()
             raise
-        self._end_partial_episode(ep_len)
-        if self.last_eval_step != self.step:
-            self._evaluate(metrics, wall)
-        self._checkpoint(wall(), metrics)
-        metrics.close()
+        finally:
+            metrics.close()
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=f"{self.cfg.env.id} (serial)")
         return TrainResult(
             run_dir=str(self.run_dir.path),
-            eval_return=float(self.last_eval if self.last_eval is not None else float("nan")),
+            eval_return=float("nan") if self.last_eval is None else self.last_eval,
             env_steps=self.step,
             wall_seconds=wall(),
             updates=self.dqn.updates,
@@ -276,3 +268,17 @@ class SerialRunner:
             self.replay.add(tr)
         if ep_len > 0:
             self.episode += 1
+
+
+class _Ticker:
+    """Env steps/s and updates/s since the previous tick."""
+
+    def __init__(self, step: int, updates: int) -> None:
+        self.step, self.updates, self.time = step, updates, time.perf_counter()
+
+    def rates(self, step: int, updates: int) -> tuple[float, float]:
+        now = time.perf_counter()
+        dt = max(now - self.time, 1e-9)
+        out = ((step - self.step) / dt, (updates - self.updates) / dt)
+        self.step, self.updates, self.time = step, updates, now
+        return out
