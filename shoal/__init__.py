@@ -1,14 +1,17 @@
 """shoal: parallel and distributed reinforcement learning on one algorithm core.
 
+The training API is imported on first use, so that worker processes which only need a
+table or an env (``shoal.tabular``, ``shoal.envs``) start without loading torch.
+
 Example:
     >>> import shoal
     >>> shoal.preset_names()
     ['cartpole']
 """
 
-from shoal.config import Config, load_config, preset_names
-from shoal.errors import ShoalError
-from shoal.runs import TrainResult, evaluate_run, plot, train
+from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "Config",
@@ -21,3 +24,28 @@ __all__ = [
     "train",
 ]
 __version__ = "0.1.0"
+
+_LAZY = {
+    "Config": "shoal.config",
+    "load_config": "shoal.config",
+    "preset_names": "shoal.config",
+    "ShoalError": "shoal.errors",
+    "TrainResult": "shoal.runs",
+    "evaluate_run": "shoal.runs",
+    "plot": "shoal.runs",
+    "train": "shoal.runs",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'shoal' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + list(_LAZY))
