@@ -70,7 +70,74 @@ def _parser() -> argparse.ArgumentParser:
 
     pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
     pl.add_argument("run_dir", metavar="RUN_DIR")
+
+    _sudoku_parser(sub)
     return parser
+
+
+def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
+    from shoal.runners.sudoku import SudokuConfig
+
+    sudoku = sub.add_parser("sudoku", help="tabular Q-learning on Sudoku with a shared Q-table")
+    sub2 = sudoku.add_subparsers(dest="sudoku_command", required=True, metavar="COMMAND")
+    tr = sub2.add_parser(
+        "train",
+        help="learn on many puzzles with worker processes sharing one Q-table",
+        description=(
+            "Split the puzzles into one chunk per worker process; all workers learn into "
+            "one shared-memory Q-table (or private ones with --independent)."
+        ),
+        epilog="settings (--set KEY=VALUE, defaults):\n" + _describe(SudokuConfig()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    src = tr.add_mutually_exclusive_group(required=True)
+    src.add_argument(
+        "--puzzles",
+        metavar="FILE",
+        help="puzzle file, or a bundled set name (easy9, medium9, easy4)",
+    )
+    src.add_argument("--generate", type=_positive_int, metavar="K", help="generate K puzzles")
+    tr.add_argument(
+        "--givens", type=_positive_int, default=45, help="givens of generated puzzles (default 45)"
+    )
+    tr.add_argument(
+        "--size", type=int, choices=(4, 9), default=9, help="size of generated puzzles (default 9)"
+    )
+    tr.add_argument("--workers", type=_positive_int, help="worker processes (default 2)")
+    tr.add_argument("--episodes-per-puzzle", type=_positive_int, help="default 30")
+    tr.add_argument("--encoder", choices=("local", "exact"), help="table key (default local)")
+    tr.add_argument("--lock", choices=("global", "striped", "none"), help="default striped")
+    tr.add_argument("--independent", action="store_true", help="one private table per worker")
+    tr.add_argument("--seed", type=int, help="seed (default 0)")
+    tr.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any other setting, e.g. --set bonus=0.5",
+    )
+    tr.add_argument("--out", required=True, help="output directory (must not exist)")
+    tr.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    so = sub2.add_parser("solve", help="solve puzzles greedily with a learned table")
+    what = so.add_mutually_exclusive_group(required=True)
+    what.add_argument("puzzle", nargs="?", help="one puzzle as 81 (or 16) characters")
+    what.add_argument("--file", help="puzzle file, or a bundled set name")
+    so.add_argument("--table", required=True, help="a `sudoku train` output directory")
+    so.add_argument("--seed", type=int, default=0, help="tie-breaking seed (default 0)")
+
+
+def _describe(obj: object) -> str:
+    import dataclasses
+
+    from shoal.config import field_docs
+
+    docs = field_docs(type(obj))
+    return "\n".join(
+        f"  {f.name} = {getattr(obj, f.name)!r}\n      {docs.get(f.name, '')}"
+        for f in dataclasses.fields(obj)
+    )
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -142,10 +209,79 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _puzzle_source(name: str) -> list:
+    from pathlib import Path
+
+    from shoal.envs.sudoku_puzzles import bundled_names, bundled_puzzles, load_puzzles
+
+    if not Path(name).exists() and name in bundled_names():
+        return bundled_puzzles(name)
+    return load_puzzles(name)
+
+
+def _sudoku(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    import numpy as np
+
+    from shoal.config import parse_value
+    from shoal.runners.sudoku import SudokuConfig, solve_sudoku, train_sudoku
+
+    if args.sudoku_command == "solve":
+        from shoal.envs.sudoku_puzzles import format_puzzle, parse_puzzle
+
+        puzzles = [parse_puzzle(args.puzzle)] if args.puzzle else _puzzle_source(args.file)
+        solved = solve_sudoku(puzzles, args.table, seed=args.seed)
+        for i, (p, ok) in enumerate(zip(puzzles, solved)):
+            print(f"{i}\t{format_puzzle(p)}\t{'solved' if ok else 'not solved'}")
+        print(f"solved {sum(solved)} of {len(solved)} ({100 * sum(solved) / len(solved):.1f}%)")
+        return 0
+    cfg = SudokuConfig()
+    known = {f.name for f in dataclasses.fields(cfg)}
+    values = {
+        "workers": args.workers,
+        "episodes_per_puzzle": args.episodes_per_puzzle,
+        "encoder": args.encoder,
+        "lock": args.lock,
+        "seed": args.seed,
+    }
+    for text in args.overrides:
+        key, _, raw = text.partition("=")
+        if not raw or key.strip() not in known:
+            raise ShoalError(
+                f"--set {text!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(known))}"
+            )
+        values[key.strip()] = parse_value(raw)
+    for key, value in values.items():
+        if value is not None:
+            setattr(cfg, key, value)
+    if args.independent:
+        cfg.independent = True
+    if args.no_progress:
+        cfg.progress = False
+    cfg.validate()
+    if args.puzzles:
+        puzzles = _puzzle_source(args.puzzles)
+    else:
+        from shoal.envs.sudoku_puzzles import generate
+
+        rng = np.random.default_rng(cfg.seed)
+        puzzles = [generate(args.givens, size=args.size, rng=rng) for _ in range(args.generate)]
+    result = train_sudoku(puzzles, cfg, args.out)
+    print(
+        f"{len(result.rows)} puzzles, {cfg.workers} workers "
+        f"({'independent tables' if cfg.independent else f'shared table, {cfg.lock} lock'}): "
+        f"solved {100 * result.solve_rate:.1f}%, mean episodes to first solve "
+        f"{result.mean_episodes(cfg.episodes_per_puzzle):.2f}, table {result.table_size} pairs, "
+        f"{result.wall_seconds:.1f} s -> {result.out_dir}"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shoal`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
-    handlers = {"train": _train, "eval": _eval, "plot": _plot}
+    handlers = {"train": _train, "eval": _eval, "plot": _plot, "sudoku": _sudoku}
     try:
         return handlers[args.command](args)
     except ShoalError as e:

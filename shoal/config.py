@@ -45,13 +45,16 @@ __all__ = [
     "describe_config",
     "load_config",
     "preset_names",
+    "param",
+    "parse_value",
     "save_config",
+    "validate_fields",
 ]
 
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
-def _param(default: Any, **rules: Any) -> Any:
+def param(default: Any, **rules: Any) -> Any:
     """A dataclass field carrying validation rules (ge, gt, le, lt, choices) as metadata."""
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=rules)
@@ -64,7 +67,7 @@ class EnvConfig:
 
     id: str = "CartPole-v1"
     """Gymnasium environment id; its action space must be Discrete."""
-    max_episode_steps: int | None = _param(None, gt=0)
+    max_episode_steps: int | None = param(None, gt=0)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
 
 
@@ -72,32 +75,32 @@ class EnvConfig:
 class DQNConfig:
     """The DQN learner: network, loss and optimizer."""
 
-    hidden: list[int] = _param([128, 128], gt=0)
+    hidden: list[int] = param([128, 128], gt=0)
     """Hidden layer widths of the Q-network MLP."""
     dueling: bool = True
     """Use a dueling head (separate value and advantage streams)."""
     double: bool = True
     """Double DQN: pick the next action with the online net, value it with the target net."""
-    gamma: float = _param(0.99, ge=0.0, le=1.0)
+    gamma: float = param(0.99, ge=0.0, le=1.0)
     """Discount factor."""
-    n_step: int = _param(3, ge=1)
+    n_step: int = param(3, ge=1)
     """Steps of real reward before bootstrapping (n-step returns)."""
-    lr: float = _param(1e-3, gt=0.0)
+    lr: float = param(1e-3, gt=0.0)
     """Adam learning rate."""
-    adam_eps: float = _param(1e-8, gt=0.0)
+    adam_eps: float = param(1e-8, gt=0.0)
     """Adam epsilon."""
-    batch_size: int = _param(64, gt=0)
+    batch_size: int = param(64, gt=0)
     """Transitions per gradient step."""
-    huber_delta: float = _param(1.0, gt=0.0)
+    huber_delta: float = param(1.0, gt=0.0)
     """Huber loss threshold between the quadratic and linear parts."""
-    max_grad_norm: float = _param(10.0, gt=0.0)
+    max_grad_norm: float = param(10.0, gt=0.0)
     """Clip the global gradient norm to this value."""
-    target_update: str = _param("hard", choices=("hard", "soft"))
+    target_update: str = param("hard", choices=("hard", "soft"))
     """How the target network follows the online one: 'hard' copies every target_period
     updates, 'soft' moves it by tau every update."""
-    target_period: int = _param(500, gt=0)
+    target_period: int = param(500, gt=0)
     """Updates between hard target copies."""
-    tau: float = _param(0.005, gt=0.0, le=1.0)
+    tau: float = param(0.005, gt=0.0, le=1.0)
     """Soft target update rate."""
 
 
@@ -105,17 +108,17 @@ class DQNConfig:
 class ReplayConfig:
     """The replay buffer and how it is sampled."""
 
-    capacity: int = _param(100_000, gt=0)
+    capacity: int = param(100_000, gt=0)
     """Transitions kept; the oldest are overwritten."""
     prioritized: bool = False
     """Sample by TD-error priority (proportional PER) instead of uniformly."""
-    alpha: float = _param(0.6, ge=0.0)
+    alpha: float = param(0.6, ge=0.0)
     """Priority exponent: 0 is uniform, 1 fully proportional."""
-    beta: float = _param(0.4, ge=0.0, le=1.0)
+    beta: float = param(0.4, ge=0.0, le=1.0)
     """Initial importance-sampling exponent, annealed to beta_final."""
-    beta_final: float = _param(1.0, ge=0.0, le=1.0)
+    beta_final: float = param(1.0, ge=0.0, le=1.0)
     """Importance-sampling exponent at the end of annealing."""
-    beta_steps: int = _param(50_000, gt=0)
+    beta_steps: int = param(50_000, gt=0)
     """Sampling calls over which beta anneals."""
 
 
@@ -123,11 +126,11 @@ class ReplayConfig:
 class ExploreConfig:
     """Epsilon-greedy exploration."""
 
-    eps_start: float = _param(1.0, ge=0.0, le=1.0)
+    eps_start: float = param(1.0, ge=0.0, le=1.0)
     """Epsilon at step 0."""
-    eps_end: float = _param(0.05, ge=0.0, le=1.0)
+    eps_end: float = param(0.05, ge=0.0, le=1.0)
     """Epsilon after the decay."""
-    eps_decay_steps: int = _param(10_000, gt=0)
+    eps_decay_steps: int = param(10_000, gt=0)
     """Env steps over which epsilon decays linearly."""
 
 
@@ -135,35 +138,35 @@ class ExploreConfig:
 class RunConfig:
     """How long to train, when to evaluate and checkpoint, where to write."""
 
-    runner: str = _param("serial", choices=("serial",))
+    runner: str = param("serial", choices=("serial",))
     """Training scheme: 'serial' (collect, store, learn in one loop)."""
-    total_steps: int = _param(50_000, gt=0)
+    total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
-    learning_starts: int = _param(1_000, ge=0)
+    learning_starts: int = param(1_000, ge=0)
     """Env steps collected before the first gradient step."""
-    train_freq: int = _param(4, gt=0)
+    train_freq: int = param(4, gt=0)
     """Env steps between learning phases."""
-    gradient_steps: int = _param(1, gt=0)
+    gradient_steps: int = param(1, gt=0)
     """Gradient steps per learning phase."""
-    eval_every: int = _param(2_000, gt=0)
+    eval_every: int = param(2_000, gt=0)
     """Env steps between greedy evaluations."""
-    eval_episodes: int = _param(20, gt=0)
+    eval_episodes: int = param(20, gt=0)
     """Episodes per greedy evaluation (run side by side, one batched forward per step)."""
     stop_return: float | None = None
     """Stop once a greedy evaluation's mean return reaches this (None: never stop early)."""
-    checkpoint_every: int = _param(10_000, gt=0)
+    checkpoint_every: int = param(10_000, gt=0)
     """Env steps between checkpoints (taken at the next episode boundary)."""
-    seed: int = _param(0, ge=0)
+    seed: int = param(0, ge=0)
     """Seed for the network, exploration, replay sampling and env resets."""
-    device: str = _param("auto", choices=("auto", "cpu", "cuda"))
+    device: str = param("auto", choices=("auto", "cpu", "cuda"))
     """'auto' uses CUDA when present, CPU otherwise."""
-    torch_threads: int = _param(1, ge=0)
+    torch_threads: int = param(1, ge=0)
     """torch intra-op threads (0: torch's default); small nets run fastest on 1."""
     out: str = "runs"
     """Directory under which run directories are created."""
     name: str = ""
     """Run name (default: the env id); the run directory is OUT/NAME-TIME."""
-    log_every: int = _param(1_000, gt=0)
+    log_every: int = param(1_000, gt=0)
     """Env steps between progress-bar refreshes and steps/s rows in metrics.csv."""
     progress: bool = True
     """Show a progress bar."""
@@ -182,19 +185,24 @@ class Config:
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""
         for section in dataclasses.fields(self):
-            obj = getattr(self, section.name)
-            hints = _hints(type(obj))
-            for f in dataclasses.fields(obj):
-                key = f"{section.name}.{f.name}"
-                value = _check_type(key, getattr(obj, f.name), hints[f.name])
-                _check_rules(key, value, f.metadata)
-                setattr(obj, f.name, value)
+            validate_fields(getattr(self, section.name), f"{section.name}.")
         if self.explore.eps_end > self.explore.eps_start:
             raise ConfigError(
                 f"config key 'explore.eps_end': {self.explore.eps_end} is larger than "
                 f"explore.eps_start={self.explore.eps_start}; epsilon may only decay"
             )
         return self
+
+
+def validate_fields(obj: Any, prefix: str = "") -> None:
+    """Check (and losslessly convert, e.g. int -> float) every field of a config dataclass
+    against its type and ``param`` rules; ConfigError names ``prefix + field``."""
+    hints = _hints(type(obj))
+    for f in dataclasses.fields(obj):
+        key = f"{prefix}{f.name}"
+        value = _check_type(key, getattr(obj, f.name), hints[f.name])
+        _check_rules(key, value, f.metadata)
+        setattr(obj, f.name, value)
 
 
 @functools.cache
@@ -309,12 +317,16 @@ def _parse_override(text: str) -> tuple[str, str, Any]:
     parts = path.strip().split(".")
     if len(parts) != 2 or not all(parts):
         raise ConfigError(f"override {text!r}: the key must be SECTION.KEY, e.g. dqn.lr")
+    return parts[0], parts[1], parse_value(raw)
+
+
+def parse_value(raw: str) -> Any:
+    """A command-line value parsed as TOML; a bare word (`soft`, `CartPole-v1`) is a string."""
     raw = raw.strip()
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
+        return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
-        value = raw  # a bare word such as `soft` or `CartPole-v1` is a string
-    return parts[0], parts[1], value
+        return raw
 
 
 def preset_names() -> list[str]:

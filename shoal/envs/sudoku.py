@@ -27,7 +27,8 @@ class SudokuEnv(gym.Env):
     that is True for every (blank cell, digit) pair, conflicting digits included, since
     avoiding conflicts is what the agent must learn; and ``"candidates"``, the bool
     ``(N*N, N)`` array of :func:`~shoal.envs.sudoku_puzzles.candidates` for the current
-    board, so an agent need not recompute it.
+    board, so an agent need not recompute it. ``step``'s ``info["solved"]`` is True on the
+    placement that completes the board.
 
     Rewards (all configurable) and episode ends:
 
@@ -207,7 +208,9 @@ class SudokuEnv(gym.Env):
             reward = self.reward_valid
             terminated = False
         self._done = terminated
-        return board.copy(), reward, self._done, False, self._info()
+        info = self._info()
+        info["solved"] = valid and self._blanks == 0
+        return board.copy(), reward, self._done, False, info
 
     def _info(self) -> dict[str, Any]:
         # Fresh arrays every call: callers may keep (or modify) what they are given.

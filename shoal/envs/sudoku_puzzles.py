@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 __all__ = [
+    "unit_tables",
     "SIZES",
     "SudokuError",
     "as_board",
@@ -94,6 +95,13 @@ def _tables(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     for t in (units, peers, one_hot, cell_units):
         t.setflags(write=False)
     return units, peers, one_hot, cell_units
+
+
+def unit_tables(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(units, cell_units)`` for an n x n board: the (3n, n) flat cells of every row,
+    column and box, and the three unit numbers of each cell (read-only, cached)."""
+    units, _, _, cell_units = _tables(n)
+    return units, cell_units
 
 
 def _candidates_flat(flat: np.ndarray, n: int) -> np.ndarray:

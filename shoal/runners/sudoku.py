@@ -1,0 +1,294 @@
+"""The parallel Sudoku solver: worker processes learning into one shared Q-table.
+
+The puzzles are split into contiguous chunks, one per worker process (spawned). Each
+worker plays its puzzles in order, up to ``episodes_per_puzzle`` episodes each until the
+first solve, and learns into the table with :class:`~shoal.tabular.sudoku_agent.SudokuQAgent`.
+With the shared table (the default) every worker reads and updates one
+:class:`~shoal.tabular.SharedQTable`, so what one worker learns helps all the others;
+with ``independent=True`` each worker has a private table, for comparison.
+
+The output directory holds ``config.toml``, ``puzzles.txt`` (the puzzles, in id order),
+``puzzles.csv`` (puzzle id, worker, episodes to first solve, solved) and ``table.npz``
+(or ``table-w{i}.npz``, one per worker, when independent), each written atomically.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import multiprocessing as mp
+import os
+import queue as queue_mod
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shoal.algos.qlearning import make_alpha
+from shoal.config import param, validate_fields
+from shoal.envs.sudoku import SudokuEnv
+from shoal.envs.sudoku_puzzles import format_puzzle, save_puzzles
+from shoal.errors import ConfigError, RunDirError, ShoalError
+from shoal.progress import TrainProgress
+from shoal.seeding import derive_seed
+from shoal.tabular import LOCK_MODES, SharedQTable
+from shoal.tabular.sudoku_agent import SudokuQAgent
+from shoal.tabular.sudoku_features import ENCODERS, make_encoder
+
+__all__ = ["PuzzleRow", "SudokuConfig", "SudokuResult", "solve_sudoku", "train_sudoku"]
+
+
+@dataclass
+class SudokuConfig:
+    """Settings of a parallel Sudoku run."""
+
+    workers: int = param(2, gt=0)
+    """Worker processes; each gets one contiguous chunk of the puzzles."""
+    episodes_per_puzzle: int = param(30, gt=0)
+    """Most episodes a worker spends on one puzzle (it moves on at the first solve)."""
+    encoder: str = param("local", choices=tuple(ENCODERS))
+    """Table key: 'local' (cell/digit constraint features, transfers across puzzles) or
+    'exact' (whole board, cannot transfer)."""
+    lock: str = param("striped", choices=LOCK_MODES)
+    """Shared table locking: 'global', 'striped' or 'none' (Hogwild: loses updates)."""
+    independent: bool = False
+    """Give each worker a private table instead of the shared one (for comparison)."""
+    capacity: int = param(2_000_000, gt=0)
+    """State-action pairs the table can hold (the exact encoder needs many)."""
+    gamma: float = param(0.99, ge=0.0, le=1.0)
+    """Discount."""
+    alpha: str = param("harmonic", choices=("inverse", "harmonic", "constant"))
+    """Step-size schedule: 1/n, c/(c+n) or constant."""
+    alpha_value: float = param(10.0, gt=0.0)
+    """c of the harmonic schedule, or the constant step size (<= 1)."""
+    epsilon: float = param(0.0, ge=0.0, le=1.0)
+    """Probability of a random legal action while learning."""
+    bonus: float = param(1.0, ge=0.0)
+    """Count-based exploration bonus beta / sqrt(N + 1); with a shared table the counts,
+    and so the exploration left to do, are shared too."""
+    seed: int = param(0, ge=0)
+    """Seed of the workers' random choices."""
+    worker_timeout: float = param(600.0, gt=0.0)
+    """Seconds without a report from any worker before the run is declared stuck."""
+    progress: bool = True
+    """Show a progress bar."""
+
+    def validate(self) -> SudokuConfig:
+        """Check every field; raise ConfigError naming the first bad one."""
+        validate_fields(self, "sudoku.")
+        if self.alpha == "constant" and self.alpha_value > 1:
+            raise ConfigError(
+                f"sudoku.alpha_value: {self.alpha_value} is out of range for a constant "
+                "step size; allowed: (0, 1]"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class PuzzleRow:
+    """One puzzle's outcome in training."""
+
+    puzzle: int
+    worker: int
+    episodes: int | None
+    """Episodes to the first solve (None: not solved within episodes_per_puzzle)."""
+    solved: bool
+
+
+@dataclass(frozen=True)
+class SudokuResult:
+    """What a parallel Sudoku run reports."""
+
+    out_dir: str
+    rows: list[PuzzleRow]
+    wall_seconds: float
+    table_size: int
+    """State-action pairs in the shared table (sum over workers when independent)."""
+
+    @property
+    def solve_rate(self) -> float:
+        """Fraction of puzzles solved during training."""
+        return sum(r.solved for r in self.rows) / max(len(self.rows), 1)
+
+    def mean_episodes(self, cap: int) -> float:
+        """Mean episodes to first solve, counting an unsolved puzzle as ``cap``."""
+        return float(np.mean([r.episodes if r.solved else cap for r in self.rows]))
+
+
+def _make_agent(table: Any, cfg: SudokuConfig) -> SudokuQAgent:
+    return SudokuQAgent(
+        table,
+        make_encoder(cfg.encoder),
+        gamma=cfg.gamma,
+        alpha=make_alpha(cfg.alpha, cfg.alpha_value),
+        epsilon=cfg.epsilon,
+        bonus=cfg.bonus,
+    )
+
+
+def _worker(
+    worker: int,
+    chunk: list[tuple[int, str]],
+    cfg: SudokuConfig,
+    handle: Any,
+    out_dir: str,
+    reports: Any,
+) -> None:
+    """One worker process: play its chunk, report each puzzle, then 'done'."""
+    try:
+        if handle is not None:
+            table = SharedQTable.attach(handle)
+        else:
+            table = SharedQTable(cfg.capacity, lock="none")  # private: nobody else touches it
+        agent = _make_agent(table, cfg)
+        rng = np.random.default_rng(derive_seed(cfg.seed, worker))
+        size = 4 if len(chunk[0][1]) == 16 else 9
+        env = SudokuEnv(size=size)
+        for pid, text in chunk:
+            first = None
+            for episode in range(1, cfg.episodes_per_puzzle + 1):
+                if agent.run_episode(env, text, rng).solved:
+                    first = episode
+                    break
+            reports.put(("puzzle", pid, worker, first))
+        if handle is None:
+            table.save(Path(out_dir) / f"table-w{worker}.npz")
+        table.close()
+        reports.put(("done", worker, None, None))
+    except BaseException as e:  # report, so the parent stops at once instead of waiting
+        reports.put(("error", worker, repr(e), None))
+        raise
+
+
+def train_sudoku(puzzles: list[np.ndarray], cfg: SudokuConfig, out_dir: str | Path) -> SudokuResult:
+    """Train on ``puzzles`` with ``cfg.workers`` processes; write results to ``out_dir``
+    (which must not exist)."""
+    cfg.validate()
+    if not puzzles:
+        raise ShoalError("no puzzles to train on")
+    if len({p.shape for p in puzzles}) != 1:
+        raise ShoalError("puzzles of different sizes cannot share one run")
+    out = Path(out_dir)
+    if out.exists():
+        raise RunDirError(f"output directory '{out}' already exists; pick another --out")
+    workers = min(cfg.workers, len(puzzles))
+    out.mkdir(parents=True)
+    _save_config(cfg, out / "config.toml")
+    save_puzzles(out / "puzzles.txt", puzzles)
+    texts = [format_puzzle(p) for p in puzzles]
+    chunks = [
+        [(int(i), texts[i]) for i in idx] for idx in np.array_split(np.arange(len(texts)), workers)
+    ]
+    table = None if cfg.independent else SharedQTable(cfg.capacity, lock=cfg.lock)
+    ctx = mp.get_context("spawn")
+    reports = ctx.Queue()
+    handle = None if table is None else table.handle
+    procs = [
+        ctx.Process(
+            target=_worker, args=(w, chunks[w], cfg, handle, str(out), reports), daemon=True
+        )
+        for w in range(workers)
+    ]
+    rows: dict[int, PuzzleRow] = {}
+    t0 = time.perf_counter()
+    try:
+        for p in procs:
+            p.start()
+        done = 0
+        with TrainProgress(len(puzzles), enabled=cfg.progress, description="sudoku") as bar:
+            while done < workers:
+                try:
+                    kind, a, b, c = reports.get(timeout=cfg.worker_timeout)
+                except queue_mod.Empty:
+                    raise ShoalError(
+                        f"no worker reported for {cfg.worker_timeout} s; stopping the run"
+                    ) from None
+                if kind == "error":
+                    raise ShoalError(f"sudoku worker {a} failed: {b}")
+                if kind == "done":
+                    done += 1
+                    continue
+                rows[a] = PuzzleRow(puzzle=a, worker=b, episodes=c, solved=c is not None)
+                solved = sum(r.solved for r in rows.values())
+                bar.update(len(rows), solved=f"{solved}/{len(rows)}")
+        for p in procs:
+            p.join(timeout=60)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        # Whatever was learned and recorded so far is kept, also after Ctrl-C or a failure.
+        _write_rows(out / "puzzles.csv", rows)
+        size = 0
+        if table is not None:
+            table.save(out / "table.npz")
+            size = len(table)
+            table.close()
+    if table is None:
+        size = sum(len(SharedQTable.read(f)["keys"]) for f in out.glob("table-w*.npz"))
+    return SudokuResult(
+        out_dir=str(out),
+        rows=[rows[k] for k in sorted(rows)],
+        wall_seconds=time.perf_counter() - t0,
+        table_size=size,
+    )
+
+
+def _save_config(cfg: SudokuConfig, path: Path) -> None:
+    import tomli_w
+
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(tomli_w.dumps({"sudoku": dataclasses.asdict(cfg)}))
+    tmp.replace(path)
+
+
+def _write_rows(path: Path, rows: dict[int, PuzzleRow]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["puzzle", "worker", "episodes_to_first_solve", "solved"])
+        for k in sorted(rows):
+            r = rows[k]
+            w.writerow(
+                [r.puzzle, r.worker, "" if r.episodes is None else r.episodes, int(r.solved)]
+            )
+    tmp.replace(path)
+
+
+def load_sudoku_config(run_dir: str | Path) -> SudokuConfig:
+    """The config a Sudoku run saved (``config.toml`` in its output directory)."""
+    import tomllib
+
+    path = Path(run_dir) / "config.toml"
+    if not path.is_file():
+        raise RunDirError(f"'{run_dir}' is not a sudoku run directory (no config.toml)")
+    data = tomllib.loads(path.read_text()).get("sudoku", {})
+    known = {f.name for f in dataclasses.fields(SudokuConfig)}
+    return SudokuConfig(**{k: v for k, v in data.items() if k in known}).validate()
+
+
+def solve_sudoku(puzzles: list[np.ndarray], table: str | Path, *, seed: int = 0) -> list[bool]:
+    """Play each puzzle once with the greedy policy of a learned table; True = solved.
+
+    ``table`` is a run directory (its ``table.npz``, or worker 0's table when the run was
+    independent) or a ``.npz`` file inside one (the encoder comes from its config.toml).
+    """
+    path = Path(table)
+    run_dir = path if path.is_dir() else path.parent
+    cfg = load_sudoku_config(run_dir)
+    if path.is_dir():
+        path = path / ("table-w0.npz" if cfg.independent else "table.npz")
+    data = SharedQTable.read(path)
+    with SharedQTable(max(len(data["keys"]), 1), lock="none") as learned:
+        learned.load_arrays(data)
+        agent = _make_agent(learned, cfg)
+        rng = np.random.default_rng(seed)
+        results = []
+        envs: dict[int, SudokuEnv] = {}
+        for p in puzzles:
+            env = envs.setdefault(p.shape[0], SudokuEnv(size=p.shape[0]))
+            results.append(agent.run_episode(env, p, rng, learn=False).solved)
+    return results
