@@ -26,6 +26,8 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/cartpole_time_to_solve.py
+	$(PY) benchmarks/qtable_throughput.py
+	$(PY) benchmarks/sudoku_transfer.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
