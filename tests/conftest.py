@@ -33,3 +33,17 @@ def tiny(tmp_path):
         return tiny_overrides(tmp_path, **extra)
 
     return make
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leaked_shared_memory():
+    """No test may leave a shared-memory segment behind (checked once, at the end)."""
+    import os
+
+    def names() -> set[str]:
+        return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_")}
+
+    before = names()
+    yield
+    leaked = names() - before
+    assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"

@@ -61,7 +61,7 @@ def test_pair_keys_are_distinct_and_never_empty():
     assert state_key(b"abc") == state_key(b"abc") != state_key(b"abd")
 
 
-BOARD = parse_puzzle("1..." "..2." ".3.." "...4")
+BOARD = parse_puzzle("1.....2..3.....4")
 
 
 def test_local_features_on_a_hand_made_board():
@@ -70,8 +70,7 @@ def test_local_features_on_a_hand_made_board():
     assert len(actions) == 12 * 4
     # Two actions with the same local situation share a key; different situations do not.
     by_action = dict(zip(actions.tolist(), keys.tolist()))
-    conflicting = [c * 4 + d for c in range(16) if flat[c] == 0 for d in range(4)
-                   if not cand[c, d]]
+    conflicting = [c * 4 + d for c in range(16) if flat[c] == 0 for d in range(4) if not cand[c, d]]
     candidate = [c * 4 + d for c in range(16) if flat[c] == 0 for d in range(4) if cand[c, d]]
     assert not {by_action[a] for a in conflicting} & {by_action[a] for a in candidate}
     assert len(set(keys.tolist())) < len(keys)  # generalises: far fewer keys than actions
