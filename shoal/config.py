@@ -41,6 +41,7 @@ __all__ = [
     "ExploreConfig",
     "ReplayConfig",
     "RunConfig",
+    "ThreadsConfig",
     "config_to_dict",
     "describe_config",
     "load_config",
@@ -138,8 +139,9 @@ class ExploreConfig:
 class RunConfig:
     """How long to train, when to evaluate and checkpoint, where to write."""
 
-    runner: str = param("serial", choices=("serial",))
-    """Training scheme: 'serial' (collect, store, learn in one loop)."""
+    runner: str = param("serial", choices=("serial", "threads"))
+    """Training scheme: 'serial' (collect, store, learn in one loop) or 'threads' (one
+    acting thread, K learner threads behind a read/write lock; see [threads])."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     learning_starts: int = param(1_000, ge=0)
@@ -173,6 +175,23 @@ class RunConfig:
 
 
 @dataclass
+class ThreadsConfig:
+    """The threads runner: one acting thread and K learner threads on one network."""
+
+    learner_threads: int = param(2, gt=0)
+    """Learner threads computing gradients in parallel under the read lock."""
+    grad_accum_steps: int = param(1, gt=0)
+    """Micro-batches whose gradients a learner averages into one optimizer step."""
+    sync_every: int = param(1, gt=0)
+    """Optimizer steps between copies of the weights into the acting thread's network."""
+    max_lag: int = param(8, ge=0)
+    """Updates the learners may fall behind the schedule (gradient_steps every train_freq
+    env steps) before acting waits; 0 is lockstep, which reproduces the serial runner."""
+    lock_timeout: float = param(60.0, gt=0.0)
+    """Seconds a thread waits for the read/write lock before failing the run."""
+
+
+@dataclass
 class Config:
     """Everything a run needs; one config feeds every runner."""
 
@@ -181,6 +200,7 @@ class Config:
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     explore: ExploreConfig = field(default_factory=ExploreConfig)
     run: RunConfig = field(default_factory=RunConfig)
+    threads: ThreadsConfig = field(default_factory=ThreadsConfig)
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""

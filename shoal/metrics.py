@@ -21,6 +21,11 @@ METRIC_FIELDS = (
     "updates",
     "steps_per_s",
     "updates_per_s",
+    "samples_per_s",
+    "read_wait_ms",
+    "write_wait_ms",
+    "staleness_mean",
+    "staleness_max",
     "eval_mean",
     "eval_std",
 )

@@ -24,10 +24,11 @@ from shoal.evaluation import evaluate
 from shoal.plot import plot_run
 from shoal.rundir import RunDir
 from shoal.runners.serial import SerialRunner, TrainResult
+from shoal.runners.threads import ThreadsRunner
 
 __all__ = ["RUNNERS", "TrainResult", "evaluate_run", "plot", "train"]
 
-RUNNERS = {"serial": SerialRunner}
+RUNNERS = {"serial": SerialRunner, "threads": ThreadsRunner}
 """Runner classes by the name ``run.runner`` takes."""
 
 

@@ -25,7 +25,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +36,14 @@ import torch.nn.functional as F
 from shoal.config import DQNConfig
 from shoal.nets import QNetwork
 
-__all__ = ["DQN", "Batch", "LossInfo", "resolve_device"]
+__all__ = [
+    "DQN",
+    "Batch",
+    "LossInfo",
+    "epsilon_greedy_action",
+    "greedy_actions",
+    "resolve_device",
+]
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -97,6 +104,28 @@ def _adam(params: list[torch.nn.Parameter], cfg: DQNConfig) -> torch.optim.Adam:
         return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=True)
     except (RuntimeError, ValueError):
         return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
+
+
+def epsilon_greedy_action(
+    greedy: Callable[[np.ndarray], np.ndarray],
+    obs: np.ndarray,
+    epsilon: float,
+    rng: np.random.Generator,
+    n_actions: int,
+) -> int:
+    """A random action with probability epsilon, else ``greedy``'s. Skips the forward pass
+    on a random action (most of them early on). Every acting network uses this, so acting
+    on an inference copy draws the same random numbers as acting on the learner's net."""
+    if rng.random() < epsilon:
+        return int(rng.integers(n_actions))
+    return int(greedy(obs[None])[0])
+
+
+@torch.inference_mode()
+def greedy_actions(net: torch.nn.Module, obs: np.ndarray, device: torch.device) -> np.ndarray:
+    """Greedy actions of ``net`` for a batch of observations (first max on ties)."""
+    x = torch.as_tensor(obs, dtype=torch.float32, device=device)
+    return net(x).argmax(dim=1).cpu().numpy()
 
 
 class DQN:
@@ -186,18 +215,13 @@ class DQN:
         torch._foreach_lerp_(list(self.target.parameters()), self.params, tau)
 
     # --- acting ---------------------------------------------------------------------------
-    @torch.inference_mode()
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Greedy actions for a batch of observations (first max on ties)."""
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        return self.online(x).argmax(dim=1).cpu().numpy()
+        return greedy_actions(self.online, obs, self.device)
 
     def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
-        """Epsilon-greedy action for one observation; skips the forward pass on a random
-        action, which early in training is most of them."""
-        if rng.random() < epsilon:
-            return int(rng.integers(self.n_actions))
-        return int(self.greedy(obs[None])[0])
+        """Epsilon-greedy action for one observation (see :func:`epsilon_greedy_action`)."""
+        return epsilon_greedy_action(self.greedy, obs, epsilon, rng, self.n_actions)
 
     # --- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

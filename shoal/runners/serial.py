@@ -151,9 +151,30 @@ class SerialRunner:
             loss = info.loss
         return loss
 
+    # --- hooks a parallel runner overrides -------------------------------------------------
+    def _act(self, obs: np.ndarray, eps: float) -> int:
+        """The behaviour policy's action (serial: the online network itself)."""
+        return self.dqn.act(obs, eps, self.rng)
+
+    def _on_train_point(self, loss: float) -> float:
+        """Called every train_freq steps once learning has started; returns the last loss."""
+        return self._learn()
+
+    def _greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
+        """The policy evaluations play."""
+        return self.dqn.greedy
+
+    def _tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Extra figures for each tick row of metrics.csv."""
+        return {"samples_per_s": updates_per_s * self.cfg.dqn.batch_size}
+
+    def _bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
+        """Extra figures for the progress bar."""
+        return {}
+
     def _evaluate(self, metrics: MetricsWriter, clock: Callable[[], float]) -> float:
         returns = evaluate(
-            self.dqn.greedy, self.eval_envs, self.cfg.run.eval_episodes, self.cfg.run.seed
+            self._greedy_policy(), self.eval_envs, self.cfg.run.eval_episodes, self.cfg.run.seed
         )
         # Read the clock after the evaluation: time-to-solve includes the evaluation
         # that showed it.
@@ -192,7 +213,7 @@ class SerialRunner:
             ) as bar:
                 while not stop:
                     eps = self.epsilon(self.step)
-                    action = self.dqn.act(obs, eps, self.rng)
+                    action = self._act(obs, eps)
                     next_obs, reward, term, trunc, _ = self.env.step(action)
                     self.step += 1
                     ep_return += float(reward)
@@ -201,12 +222,13 @@ class SerialRunner:
                         self.replay.add(tr)
                     obs = next_obs
                     if self.step >= r.learning_starts and self.step % r.train_freq == 0:
-                        loss = self._learn()
+                        loss = self._on_train_point(loss)
                     if self.step % r.eval_every == 0:
                         self._evaluate(metrics, wall)
                         stop = self.solved_step is not None
                     if self.step % r.log_every == 0:
                         sps, ups = ticker.rates(self.step, self.dqn.updates)
+                        extra = self._tick_metrics(ups)
                         metrics.log(
                             "tick",
                             self.step,
@@ -216,9 +238,18 @@ class SerialRunner:
                             epsilon=eps,
                             loss=loss,
                             updates=self.dqn.updates,
+                            **extra,
                         )
                         last = "-" if self.last_eval is None else self.last_eval
-                        bar.update(self.step, sps=round(sps), eps=eps, loss=loss, eval=last)
+                        bar.update(
+                            self.step,
+                            sps=round(sps),
+                            ups=round(ups),
+                            eps=eps,
+                            loss=loss,
+                            eval=last,
+                            **self._bar_stats(extra),
+                        )
                     if term or trunc:
                         metrics.log(
                             "episode",
@@ -244,9 +275,14 @@ class SerialRunner:
             if self.last_eval_step != self.step:
                 self._evaluate(metrics, wall)
             self._checkpoint(wall(), metrics)
-        except KeyboardInterrupt:
+        except BaseException:
+            # Ctrl-C or a failure (e.g. a learner thread's, surfaced here): keep the partial
+            # episode and write a final checkpoint, then let the original error through.
             self._end_partial_episode(ep_len)
-            self._checkpoint(wall(), metrics)
+            try:
+                self._checkpoint(wall(), metrics)
+            except Exception as e:  # pragma: no cover - the original error matters more
+                print(f"shoal: final checkpoint failed: {e!r}")
             raise
         finally:
             metrics.close()
