@@ -398,7 +398,7 @@ class RWLock:
     def _write_ready(self, me: int) -> bool:
         return self._writer is None and not self._readers and self._write_queue[0] == me
 
-    def _holders(self) -> str:
+    def _holders(self, side: str) -> str:
         parts = []
         if self._writer is not None:
             parts.append(f"held by a writer (thread {_thread_names([self._writer])[0]})")
@@ -408,13 +408,14 @@ class RWLock:
             parts.append(f"held by {len(idents)} reader(s) (threads {shown}), no writer")
         else:
             parts.append("not held now (0 readers, no writer)")
-        parts.append(f"{len(self._write_queue)} writer(s) waiting")
+        # A timed-out writer has already left the queue: the rest are the others.
+        other = " other" if side == "write" else ""
+        parts.append(f"{len(self._write_queue)}{other} writer(s) waiting")
         return "; ".join(parts)
 
     def _timeout_message(self, side: str, limit: float | None) -> str:
-        return (
-            f"rwlock {self.name!r}: {side} lock not acquired within {limit:g} s; {self._holders()}"
-        )
+        where = f"rwlock {self.name!r}: {side} lock not acquired within {limit:g} s"
+        return f"{where}; {self._holders(side)}"
 
     def _reentry_message(self, me: int, asked: str) -> str:
         who = f"thread {_thread_names([me])[0]}"

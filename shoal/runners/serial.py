@@ -160,6 +160,10 @@ class SerialRunner:
         """Called every train_freq steps once learning has started; returns the last loss."""
         return self._learn()
 
+    def _finish_learning(self) -> None:
+        """Called when acting ends normally: a parallel runner completes the scheduled
+        updates here, so every runner takes the same number of updates."""
+
     def _greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
         """The policy evaluations play."""
         return self.dqn.greedy
@@ -271,6 +275,7 @@ class SerialRunner:
                             self._checkpoint(wall(), metrics)
                         obs = self._reset()
                 bar.update(self.step)
+            self._finish_learning()
             self._end_partial_episode(ep_len)
             if self.last_eval_step != self.step:
                 self._evaluate(metrics, wall)
