@@ -1,0 +1,378 @@
+"""Hybrid DQN: discrete Q-values plus a continuous action per discrete action.
+
+For action spaces like ``Tuple(Discrete(K), Box(low, high, (d,)))``, where an agent picks
+one of K discrete actions and a continuous parameter for it (a P-DQN-style head, learned
+without a critic over the continuous part). One network gives
+
+* Q-values ``Q(s, k)`` for the K discrete actions, learned exactly as
+  :class:`~shoal.algos.dqn.DQN` learns them (double-DQN n-step Huber loss with importance
+  weights). ``Q(s, k)`` is the value of choosing ``k`` with the continuous values the
+  behaviour policy used;
+* a continuous action ``mu(s, k)`` for each k, squashed by tanh into ``[low, high]``,
+  learned by advantage-weighted regression onto the continuous actions that were taken.
+
+:class:`HybridDQN` has the interface and semantics of :class:`~shoal.algos.dqn.DQN`
+(``loss``, side-effect-free ``gradients``, ``apply``, ``update``, target updates,
+checkpoints), with ``greedy`` and ``act`` returning both parts of the action.
+
+Example:
+    >>> import numpy as np
+    >>> from shoal.config import DQNConfig
+    >>> agent = HybridDQN(4, 3, 1, DQNConfig(hidden=[16]), low=-1.0, high=1.0, device="cpu")
+    >>> batch = HybridBatch.from_numpy({
+    ...     "obs": np.zeros((8, 4), np.float32), "action": np.zeros(8, np.int64),
+    ...     "action_cont": np.zeros((8, 1), np.float32), "reward": np.ones(8, np.float32),
+    ...     "next_obs": np.zeros((8, 4), np.float32),
+    ...     "discount": np.full(8, 0.99, np.float32)}, "cpu")
+    >>> info = agent.update(batch)
+    >>> info.td_errors.shape
+    (8,)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from shoal.algos.dqn import LossInfo, _adam, resolve_device
+from shoal.config import DQNConfig
+
+__all__ = ["HybridBatch", "HybridDQN", "HybridQNetwork"]
+
+ArrayLike = float | Sequence[float] | np.ndarray
+
+
+class HybridQNetwork(nn.Module):
+    """An MLP torso with two heads: Q-values per discrete action and one continuous action
+    per discrete action, squashed into ``[low, high]``.
+
+    The continuous head is ``low + (tanh(z) + 1) / 2 * (high - low)``, so its outputs are
+    always valid actions and its gradients vanish smoothly at the bounds. ``dueling``
+    splits the Q head into value and advantage streams as in :class:`~shoal.nets.QNetwork`.
+
+    Example:
+        >>> net = HybridQNetwork(4, 3, 2, hidden=[32], low=-1.0, high=[1.0, 2.0])
+        >>> q, cont = net(torch.zeros(5, 4))
+        >>> q.shape, cont.shape
+        (torch.Size([5, 3]), torch.Size([5, 3, 2]))
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        action_dim: int,
+        *,
+        hidden: Sequence[int],
+        low: ArrayLike,
+        high: ArrayLike,
+        dueling: bool = False,
+    ) -> None:
+        super().__init__()
+        lo, hi = _bounds(low, high, action_dim)
+        self.n_actions = n_actions
+        self.action_dim = action_dim
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.torso = nn.Sequential(*layers)
+        self.dueling = dueling
+        if dueling:
+            self.value = nn.Linear(width, 1)
+            self.advantage = nn.Linear(width, n_actions)
+        else:
+            self.head = nn.Linear(width, n_actions)
+        self.cont = nn.Linear(width, n_actions * action_dim)
+        # Buffers so that .to(device) moves them; not persistent, so that state_dict holds
+        # only learned weights (the bounds come from the constructor, like the sizes).
+        self.register_buffer("act_mid", torch.as_tensor((hi + lo) / 2), persistent=False)
+        self.register_buffer("act_half", torch.as_tensor((hi - lo) / 2), persistent=False)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q-values ``(batch, n_actions)`` and continuous actions
+        ``(batch, n_actions, action_dim)``."""
+        z = self.torso(obs)
+        if self.dueling:
+            adv = self.advantage(z)
+            q = self.value(z) + adv - adv.mean(dim=1, keepdim=True)
+        else:
+            q = self.head(z)
+        raw = self.cont(z).view(-1, self.n_actions, self.action_dim)
+        return q, self.act_mid + self.act_half * torch.tanh(raw)
+
+
+def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``low`` and ``high`` broadcast to ``(action_dim,)`` float32, checked finite and
+    ordered (a tanh squash needs a bounded box)."""
+    lo = np.broadcast_to(np.asarray(low, np.float32), (action_dim,)).copy()
+    hi = np.broadcast_to(np.asarray(high, np.float32), (action_dim,)).copy()
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all() and (lo < hi).all()):
+        raise ValueError(
+            f"continuous action bounds must be finite with low < high, got low={lo.tolist()}, "
+            f"high={hi.tolist()}"
+        )
+    return lo, hi
+
+
+@dataclass
+class HybridBatch:
+    """A batch of n-step transitions with hybrid actions, as tensors on the learner's device.
+
+    As :class:`~shoal.algos.dqn.Batch`, plus ``action_cont``: the continuous part of the
+    first action, ``(B, action_dim)`` float32, next to its discrete part ``action``.
+    """
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    action_cont: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    discount: torch.Tensor
+    weights: torch.Tensor
+
+    @classmethod
+    def from_numpy(cls, data: Mapping[str, np.ndarray], device: str | torch.device) -> HybridBatch:
+        """Convert a replay sample (numpy arrays) to tensors; weights default to ones and a
+        1-D ``action_cont`` is read as ``(B, 1)``."""
+
+        def t(x: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(x, dtype=dtype).to(device, non_blocking=True)
+
+        n = len(data["action"])
+        weights = data.get("weights")
+        return cls(
+            obs=t(data["obs"], torch.float32),
+            action=t(data["action"], torch.int64),
+            action_cont=t(np.asarray(data["action_cont"]).reshape(n, -1), torch.float32),
+            reward=t(data["reward"], torch.float32),
+            next_obs=t(data["next_obs"], torch.float32),
+            discount=t(data["discount"], torch.float32),
+            weights=t(np.ones(n, np.float32) if weights is None else weights, torch.float32),
+        )
+
+
+class HybridDQN:
+    """Double-DQN on the discrete part, advantage-weighted regression on the continuous part.
+
+    The loss of a batch is
+
+        ``huber(td) + cont_weight * mean(is_weight * w * mse)``
+
+    where the first term is :class:`~shoal.algos.dqn.DQN`'s loss, unchanged, and
+    ``mse = mean_j ((mu_j(s, a) - x_j) / half_range_j) ** 2`` compares the head's continuous
+    action for the *taken* discrete action ``a`` with the taken continuous action ``x``, in
+    units of the box's half-range so that ``cont_weight`` does not depend on the bounds.
+
+    The per-sample weight is ``w = min(exp(beta * td), max_weight)`` with ``td = target -
+    Q(s, a)`` detached: advantage-weighted regression (Peng et al. 2019) onto the actions
+    that did better than expected. The baseline is ``Q(s, a)``, the value of the *taken*
+    discrete action under the behaviour's continuous values, rather than ``max_k Q(s, k)``:
+    ``td`` then measures how good the continuous value was for that choice alone, so each
+    discrete action's head learns from its own samples, and choosing the discrete action is
+    left to the Q-values. Plain regression (``beta = 0``) would only copy the behaviour
+    policy; the exponent tilts it towards better values, and the cap keeps one lucky
+    sample (or an early, badly wrong Q) from dominating a batch.
+
+    Args:
+        obs_dim: size of the flat observation.
+        n_actions: number of discrete actions ``K``.
+        action_dim: size of the continuous action ``d``.
+        cfg: network, loss and optimizer settings, shared with DQN.
+        low, high: bounds of the continuous action (scalars or ``(d,)``), finite.
+        cont_weight: weight of the continuous loss term.
+        beta: inverse temperature of the advantage weights, per unit of return; the
+            default suits rewards of order 1 per step (scale it inversely with the rewards).
+            On HybridTarget, beta = 1 reaches about 7 of 10, 5 about 9.5, and 0 (plain
+            regression onto the behaviour) stays at the 5 of ignoring the continuous part.
+        max_weight: cap on the advantage weights.
+        noise_std: std of the Gaussian exploration noise of :meth:`act`, in units of the
+            box's half-range.
+        device: 'auto', 'cpu', 'cuda' or a torch device.
+
+    Example:
+        >>> agent = HybridDQN(4, 3, 1, DQNConfig(hidden=[16]), low=-1.0, high=1.0,
+        ...                   device="cpu")
+        >>> a, x = agent.act(np.zeros(4, np.float32), 0.1, np.random.default_rng(0))
+        >>> 0 <= a < 3, x.shape, bool(-1.0 <= x[0] <= 1.0)
+        (True, (1,), True)
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        action_dim: int,
+        cfg: DQNConfig,
+        *,
+        low: ArrayLike,
+        high: ArrayLike,
+        cont_weight: float = 1.0,
+        beta: float = 5.0,
+        max_weight: float = 20.0,
+        noise_std: float = 0.2,
+        device: str | torch.device | None = "auto",
+    ) -> None:
+        for name, value in (("cont_weight", cont_weight), ("beta", beta), ("noise_std", noise_std)):
+            if not value >= 0:
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
+        if not max_weight > 0:
+            raise ValueError(f"max_weight must be > 0, got {max_weight!r}")
+        self.cfg = cfg
+        self.n_actions = n_actions
+        self.action_dim = action_dim
+        self.low, self.high = _bounds(low, high, action_dim)
+        self.cont_weight = cont_weight
+        self.beta = beta
+        self.max_weight = max_weight
+        self.noise_std = noise_std
+        self.device = resolve_device(device)
+        self.online = HybridQNetwork(
+            obs_dim,
+            n_actions,
+            action_dim,
+            hidden=cfg.hidden,
+            low=self.low,
+            high=self.high,
+            dueling=cfg.dueling,
+        ).to(self.device)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.params: list[torch.nn.Parameter] = list(self.online.parameters())
+        self.optimizer = _adam(self.params, cfg)
+        self.updates = 0
+        """Optimizer steps taken; drives the hard target period."""
+
+    # --- the loss: a pure function of the current weights and a batch ---------------------
+    def loss(self, batch: HybridBatch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Huber TD loss plus the weighted continuous regression (see the class docstring),
+        and the per-sample TD errors (detached) for replay priorities."""
+        b = batch.obs.shape[0]
+        if self.cfg.double:
+            # One forward over obs and next_obs together: half the kernel launches.
+            q_all, mu_all = self.online(torch.cat([batch.obs, batch.next_obs]))
+            q_tm1, mu_tm1 = q_all[:b], mu_all[:b]
+            a_t = q_all[b:].detach().argmax(dim=1, keepdim=True)
+            with torch.no_grad():
+                q_t = self.target(batch.next_obs)[0].gather(1, a_t).squeeze(1)
+        else:
+            q_tm1, mu_tm1 = self.online(batch.obs)
+            with torch.no_grad():
+                q_t = self.target(batch.next_obs)[0].max(dim=1).values
+        q_a = q_tm1.gather(1, batch.action.unsqueeze(1)).squeeze(1)
+        target = batch.reward + batch.discount * q_t
+        td = (target - q_a).detach()
+        huber = F.huber_loss(q_a, target, reduction="none", delta=self.cfg.huber_delta)
+        discrete = (batch.weights * huber).mean()
+
+        mu_a = mu_tm1[torch.arange(b, device=mu_tm1.device), batch.action]  # (B, d)
+        mse = (((mu_a - batch.action_cont) / self.online.act_half) ** 2).mean(dim=1)
+        adv_w = torch.exp(self.beta * td).clamp(max=self.max_weight)
+        continuous = (batch.weights * adv_w * mse).mean()
+        return discrete + self.cont_weight * continuous, td
+
+    def gradients(self, batch: HybridBatch) -> tuple[list[torch.Tensor], LossInfo]:
+        """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
+        loss, td = self.loss(batch)
+        grads = torch.autograd.grad(loss, self.params)
+        return list(grads), LossInfo(float(loss.detach()), td.cpu().numpy())
+
+    def apply(self, grads: Sequence[torch.Tensor]) -> float:
+        """Clip ``grads`` by global norm, take an optimizer step, move the target network.
+
+        Returns the gradient norm before clipping.
+        """
+        for p, g in zip(self.params, grads):
+            p.grad = g
+        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        for p in self.params:
+            p.grad = None
+        self.updates += 1
+        if self.cfg.target_update == "soft":
+            self.soft_update(self.cfg.tau)
+        elif self.updates % self.cfg.target_period == 0:
+            self.sync_target()
+        return float(norm)
+
+    def update(self, batch: HybridBatch) -> LossInfo:
+        """One full learning step: gradients, then apply."""
+        grads, info = self.gradients(batch)
+        self.apply(grads)
+        return info
+
+    # --- target network -------------------------------------------------------------------
+    @torch.no_grad()
+    def sync_target(self) -> None:
+        """Hard update: copy the online weights into the target network."""
+        for t, p in zip(self.target.parameters(), self.params):
+            t.copy_(p)
+
+    @torch.no_grad()
+    def soft_update(self, tau: float) -> None:
+        """Polyak update: target <- tau * online + (1 - tau) * target."""
+        torch._foreach_lerp_(list(self.target.parameters()), self.params, tau)
+
+    # --- acting ---------------------------------------------------------------------------
+    @torch.inference_mode()
+    def greedy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy actions for a batch of observations: the discrete actions ``(B,)`` (first
+        max on ties) and the head's continuous actions for them ``(B, action_dim)``."""
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        q, mu = self.online(x)
+        a = q.argmax(dim=1)
+        cont = mu[torch.arange(len(a), device=mu.device), a]
+        return a.cpu().numpy(), cont.cpu().numpy()
+
+    def act(
+        self,
+        obs: np.ndarray,
+        epsilon: float,
+        rng: np.random.Generator,
+        *,
+        noise_std: float | None = None,
+    ) -> tuple[int, np.ndarray]:
+        """Exploring action ``(discrete, continuous)`` for one observation.
+
+        With probability ``epsilon`` a uniformly random action from the whole space (both
+        parts), as DQN's random action, so ``epsilon = 1`` is the uniform random policy;
+        otherwise the greedy action with Gaussian noise (std ``noise_std`` times the
+        half-range, default the constructor's) on the continuous part, clipped to the box.
+        The noise does not decay with epsilon: the regression can only move the head
+        towards values that were tried, so it needs some local exploration throughout.
+        """
+        if rng.random() < epsilon:
+            x = rng.uniform(self.low, self.high).astype(np.float32)
+            return int(rng.integers(self.n_actions)), x
+        a, mu = self.greedy(obs[None])
+        std = self.noise_std if noise_std is None else noise_std
+        x = mu[0]
+        if std > 0:
+            x = x + rng.normal(0.0, std, self.action_dim) * (self.high - self.low) / 2
+        return int(a[0]), np.clip(x, self.low, self.high).astype(np.float32)
+
+    # --- checkpoints ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Online and target weights, optimizer state and the update counter."""
+        return {
+            "online": self.online.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        # Optimizer.load_state_dict keeps the given tensors when no cast is needed: without
+        # the copy, two learners loaded from one in-memory state would share Adam moments.
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        self.updates = int(state["updates"])
