@@ -70,6 +70,11 @@ class EnvConfig:
     """Gymnasium environment id; its action space must be Discrete."""
     max_episode_steps: int | None = param(None, gt=0)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
+    step_cost_us: float = param(0.0, ge=0.0)
+    """Extra microseconds per env step (benchmarks: models a costlier env)."""
+    step_cost_kind: str = param("sleep", choices=("sleep", "spin"))
+    """How the extra cost is spent: 'sleep' (GIL released, like a simulator in C) or
+    'spin' (GIL held, like a pure-Python env)."""
 
 
 @dataclass
@@ -182,9 +187,9 @@ class ThreadsConfig:
     """Learner threads computing gradients in parallel under the read lock."""
     grad_accum_steps: int = param(1, gt=0)
     """Micro-batches whose gradients a learner averages into one optimizer step."""
-    sync_every: int = param(1, gt=0)
+    sync_every: int = param(10, gt=0)
     """Optimizer steps between copies of the weights into the acting thread's network."""
-    max_lag: int = param(8, ge=0)
+    max_lag: int = param(32, ge=0)
     """Updates the learners may fall behind the schedule (gradient_steps every train_freq
     env steps) before acting waits; 0 is lockstep, which reproduces the serial runner."""
     lock_timeout: float = param(60.0, gt=0.0)

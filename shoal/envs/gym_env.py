@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from shoal.config import EnvConfig
+from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
 
 __all__ = ["EnvSpec", "make_env", "probe_env"]
@@ -45,6 +46,8 @@ def make_env(cfg: EnvConfig) -> gym.Env:
             f"env.id {cfg.id!r}: action space is {env.action_space}; shoal's DQN needs a "
             "Discrete action space"
         )
+    if cfg.step_cost_us > 0:
+        env = StepCost(env, micros=cfg.step_cost_us, kind=cfg.step_cost_kind)
     obs_space = env.observation_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         env = gym.wrappers.FlattenObservation(env)
