@@ -54,12 +54,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SECTION.KEY=VALUE",
         help="override a config key (repeatable), e.g. --set dqn.lr=1e-3",
     )
-    train.add_argument("--runner", help="training scheme: serial or threads (sets run.runner)")
+    train.add_argument(
+        "--runner", help="training scheme: serial, threads or processes (sets run.runner)"
+    )
     train.add_argument(
         "--learner-threads",
         type=_positive_int,
         metavar="K",
         help="learner threads of the threads runner (sets threads.learner_threads)",
+    )
+    train.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="rollout worker processes of the processes runner (sets processes.workers)",
     )
     train.add_argument("--steps", type=_positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=int, help="run seed (sets run.seed)")
@@ -158,6 +166,7 @@ def _train(args: argparse.Namespace) -> int:
         "run.device": args.device,
         "run.out": args.out,
         "threads.learner_threads": args.learner_threads,
+        "processes.workers": args.workers,
     }
     # Shortcut flags go first so that an explicit --set wins.
     overrides = [

@@ -41,6 +41,7 @@ __all__ = [
     "ExploreConfig",
     "ReplayConfig",
     "RunConfig",
+    "ProcessesConfig",
     "ThreadsConfig",
     "config_to_dict",
     "describe_config",
@@ -144,9 +145,10 @@ class ExploreConfig:
 class RunConfig:
     """How long to train, when to evaluate and checkpoint, where to write."""
 
-    runner: str = param("serial", choices=("serial", "threads"))
-    """Training scheme: 'serial' (collect, store, learn in one loop) or 'threads' (one
-    acting thread, K learner threads behind a read/write lock; see [threads])."""
+    runner: str = param("serial", choices=("serial", "threads", "processes"))
+    """Training scheme: 'serial' (collect, store, learn in one loop), 'threads' (one
+    acting thread, K learner threads behind a read/write lock; see [threads]) or
+    'processes' (rollout worker processes + one central learner; see [processes])."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     learning_starts: int = param(1_000, ge=0)
@@ -197,6 +199,23 @@ class ThreadsConfig:
 
 
 @dataclass
+class ProcessesConfig:
+    """The processes runner: rollout worker processes feeding one central learner."""
+
+    workers: int = param(0, ge=0)
+    """Rollout worker processes (0: cpu_count() - 2, at least 1)."""
+    episodes_per_batch: int = param(4, gt=0)
+    """Whole episodes each worker contributes to one learner batch."""
+    learning_steps_per_batch: int = param(0, ge=0)
+    """Gradient steps per collected batch (0: as many as the serial runner would take for
+    the env steps collected, i.e. steps * gradient_steps / train_freq)."""
+    eps_spread: float = param(0.0, ge=0.0)
+    """Ape-X style per-worker epsilon eps ** (1 + spread * i / (N - 1)); 0: all the same."""
+    worker_timeout: float = param(60.0, gt=0.0)
+    """Seconds a worker may stay silent before it is killed and restarted."""
+
+
+@dataclass
 class Config:
     """Everything a run needs; one config feeds every runner."""
 
@@ -206,6 +225,7 @@ class Config:
     explore: ExploreConfig = field(default_factory=ExploreConfig)
     run: RunConfig = field(default_factory=RunConfig)
     threads: ThreadsConfig = field(default_factory=ThreadsConfig)
+    processes: ProcessesConfig = field(default_factory=ProcessesConfig)
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""

@@ -23,12 +23,13 @@ from shoal.errors import ConfigError
 from shoal.evaluation import evaluate
 from shoal.plot import plot_run
 from shoal.rundir import RunDir
+from shoal.runners.processes import ProcessesRunner
 from shoal.runners.serial import SerialRunner, TrainResult
 from shoal.runners.threads import ThreadsRunner
 
 __all__ = ["RUNNERS", "TrainResult", "evaluate_run", "plot", "train"]
 
-RUNNERS = {"serial": SerialRunner, "threads": ThreadsRunner}
+RUNNERS = {"serial": SerialRunner, "threads": ThreadsRunner, "processes": ProcessesRunner}
 """Runner classes by the name ``run.runner`` takes."""
 
 

@@ -1,0 +1,408 @@
+"""The processes runner: N rollout worker processes feeding one central learner.
+
+Each worker (spawned) owns an env and an inference-only copy of the Q-network (no
+optimizer, no replay) and plays whole episodes, which it sends through its own pipe. The
+learner (the caller's process) owns the replay buffer, the networks and the optimizer: it
+gathers ``episodes_per_batch`` episodes from each worker, adds them to replay through the
+n-step writer, takes ``learning_steps_per_batch`` gradient steps, and publishes the
+weights together with the batch's exploration epsilon into a shared-memory
+:class:`~shoal.weights.SharedWeightStore`, from which every worker pulls before its next
+episode (so all workers explore with the same epsilon, optionally spread Ape-X style).
+
+Only whole episodes travel, so a worker that dies (an exception or SIGKILL) loses at most
+its unfinished episode, which never reaches replay. A dead worker, or one silent for
+``worker_timeout`` seconds, is killed and restarted, and the restarts are counted. A
+failure of a worker's pipe (e.g. killed mid-send) counts as a death. Ctrl-C or an error
+stops every worker (no orphans) and writes a final checkpoint.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from multiprocessing import get_context
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.algos.dqn import Batch, greedy_actions
+from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
+from shoal.checkpoint import save_checkpoint
+from shoal.config import Config, config_to_dict, load_config
+from shoal.envs import make_env, probe_env
+from shoal.errors import ShoalError
+from shoal.evaluation import evaluate
+from shoal.metrics import MetricsWriter
+from shoal.nets import QNetwork
+from shoal.plot import plot_run
+from shoal.progress import TrainProgress
+from shoal.rundir import RunDir
+from shoal.runners.serial import TrainResult
+from shoal.seeding import derive_seed
+from shoal.weights import SharedWeightStore
+
+__all__ = ["Episode", "ProcessesRunner", "default_workers"]
+
+WORKER_STREAM = 4
+"""Seed stream of worker resets and exploration."""
+
+
+def default_workers() -> int:
+    """``cpu_count() - 2``, at least 1: leave a core for the learner and one for the OS."""
+    return max(1, (os.cpu_count() or 1) - 2)
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One finished episode as a worker sends it."""
+
+    worker: int
+    incarnation: int
+    index: int
+    """Episode number within this worker incarnation: (worker, incarnation, index) is unique."""
+    obs: np.ndarray
+    """Observations, T + 1 of them (the last is the final next observation)."""
+    actions: np.ndarray
+    rewards: np.ndarray
+    terminated: bool
+    truncated: bool
+    weights_version: int
+
+
+def _worker_epsilon(base: float, worker: int, workers: int, spread: float) -> float:
+    """Ape-X style per-worker epsilon: base ** (1 + spread * i / (N - 1)); spread 0 = same."""
+    if spread == 0 or workers == 1:
+        return base
+    return base ** (1 + spread * worker / (workers - 1))
+
+
+def rollout_worker(
+    worker: int,
+    incarnation: int,
+    workers: int,
+    cfg_values: dict[str, dict[str, Any]],
+    store: Any,
+    conn: Connection,
+) -> None:
+    """A rollout worker process: pull weights, play an episode, send it, repeat."""
+    torch.set_num_threads(1)
+    cfg = load_config(None, values=cfg_values)
+    spec = probe_env(cfg.env)
+    env = make_env(cfg.env)
+    net = QNetwork(spec.obs_dim, spec.n_actions, hidden=cfg.dqn.hidden, dueling=cfg.dqn.dueling)
+    net.requires_grad_(False)
+    rng = np.random.default_rng(derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation))
+    version, eps = -1, 1.0
+    index = 0
+    device = torch.device("cpu")
+    while True:
+        got = store.pull(version)
+        if got is not None:
+            version, state, extras = got
+            net.load_state_dict(state)
+            eps = _worker_epsilon(float(extras[0]), worker, workers, float(extras[1]))
+        seed = derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation, index, 1)
+        obs, _ = env.reset(seed=seed)
+        observations, actions, rewards = [obs], [], []
+        while True:
+            if rng.random() < eps:
+                action = int(rng.integers(spec.n_actions))
+            else:
+                action = int(greedy_actions(net, obs[None], device)[0])
+            obs, reward, term, trunc, _ = env.step(action)
+            observations.append(obs)
+            actions.append(action)
+            rewards.append(float(reward))
+            if term or trunc:
+                break
+        conn.send(
+            Episode(
+                worker=worker,
+                incarnation=incarnation,
+                index=index,
+                obs=np.asarray(observations, dtype=np.float32),
+                actions=np.asarray(actions, dtype=np.int64),
+                rewards=np.asarray(rewards, dtype=np.float32),
+                terminated=bool(term),
+                truncated=bool(trunc),
+                weights_version=version,
+            )
+        )
+        index += 1
+
+
+@dataclass
+class _Slot:
+    proc: Any
+    conn: Connection
+    incarnation: int
+    last_heard: float
+
+
+class ProcessesRunner:
+    """Scheme 4: rollout worker processes + one central learner (see the module docstring).
+
+    Example:
+        >>> from shoal.config import load_config
+        >>> cfg = load_config("cartpole", ["run.runner=processes", "processes.workers=2"])
+        >>> # ProcessesRunner(cfg, RunDir.create("runs", "demo")).run()
+    """
+
+    def __init__(self, cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = run
+        p = cfg.processes
+        self.workers = p.workers or default_workers()
+        self.learning_steps = p.learning_steps_per_batch
+        self.spec = probe_env(cfg.env)
+        if cfg.run.torch_threads > 0:
+            torch.set_num_threads(cfg.run.torch_threads)
+        self.dqn = build_dqn(cfg, self.spec)
+        self.replay = build_replay(cfg, self.spec)
+        self.epsilon = build_epsilon(cfg)
+        self.eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
+        self.step = self.episode = self.batches = self.restarts = 0
+        self.wall_before = 0.0
+        self.last_eval: float | None = None
+        self.solved_step: int | None = None
+        self.solved_wall: float | None = None
+        self.received: set[tuple[int, int, int]] = set()
+        """(worker, incarnation, index) of every episode that reached the learner."""
+        if resume is not None:
+            self.dqn.load_state_dict(resume["dqn"])
+            self.replay.load_state_dict(resume["replay"])
+            c = resume["counters"]
+            self.step, self.episode, self.batches = c["step"], c["episode"], c["batches"]
+            self.restarts, self.wall_before = c["restarts"], c["wall"]
+            self.last_eval, self.solved_step = c["last_eval"], c["solved_step"]
+            self.solved_wall = c["solved_wall"]
+        template = self.dqn.online.state_dict()
+        self.store = SharedWeightStore(template, extras=2)
+        self._ctx = get_context("spawn")
+        self._slots: list[_Slot] = []
+
+    # --- workers -------------------------------------------------------------------------------
+    def _start(self, worker: int, incarnation: int) -> _Slot:
+        recv, send = self._ctx.Pipe(duplex=False)
+        proc = self._ctx.Process(
+            target=rollout_worker,
+            args=(worker, incarnation, self.workers, config_to_dict(self.cfg), self.store, send),
+            name=f"shoal-rollout-{worker}",
+            daemon=True,
+        )
+        proc.start()
+        send.close()  # the child holds the write end; EOF then means the child is gone
+        return _Slot(proc, recv, incarnation, time.monotonic())
+
+    def _restart(self, worker: int, why: str) -> None:
+        slot = self._slots[worker]
+        if slot.proc.is_alive():
+            slot.proc.kill()
+        slot.proc.join(5)
+        slot.conn.close()
+        self.restarts += 1
+        self._slots[worker] = self._start(worker, slot.incarnation + 1)
+        self._restart_log.append(f"worker {worker}: {why}")
+
+    def _stop_all(self) -> None:
+        for slot in self._slots:
+            if slot.proc.is_alive():
+                slot.proc.kill()
+        for slot in self._slots:
+            slot.proc.join(5)
+            slot.conn.close()
+        self._slots = []
+
+    def _collect(self, per_worker: int) -> list[Episode]:
+        """``per_worker`` whole episodes from every worker, restarting dead or silent ones."""
+        need = dict.fromkeys(range(self.workers), per_worker)
+        got: list[Episode] = []
+        timeout = self.cfg.processes.worker_timeout
+        while any(need.values()):
+            conns = {self._slots[w].conn: w for w in need if need[w] > 0}
+            for conn in wait(list(conns), timeout=0.5):
+                w = conns[conn]
+                try:
+                    ep = conn.recv()
+                except (EOFError, OSError, Exception) as e:  # died, maybe mid-send
+                    self._restart(w, f"pipe failed ({type(e).__name__})")
+                    continue
+                self._slots[w].last_heard = time.monotonic()
+                got.append(ep)
+                need[w] -= 1
+            now = time.monotonic()
+            for w in list(need):
+                slot = self._slots[w]
+                if need[w] > 0 and not slot.proc.is_alive():
+                    self._restart(w, f"exited with code {slot.proc.exitcode}")
+                elif need[w] > 0 and now - slot.last_heard > timeout:
+                    self._restart(w, f"silent for {timeout} s")
+        return got
+
+    # --- learning ------------------------------------------------------------------------------
+    def _store_episode(self, ep: Episode) -> None:
+        key = (ep.worker, ep.incarnation, ep.index)
+        if key in self.received:
+            raise ShoalError(f"episode {key} arrived twice")
+        self.received.add(key)
+        writer = build_nstep(self.cfg)
+        last = len(ep.actions) - 1
+        for t in range(len(ep.actions)):
+            end = t == last
+            for tr in writer.append(
+                ep.obs[t],
+                int(ep.actions[t]),
+                float(ep.rewards[t]),
+                ep.obs[t + 1],
+                ep.terminated and end,
+                ep.truncated and end,
+            ):
+                self.replay.add(tr)
+
+    def _publish(self) -> None:
+        eps = self.epsilon(self.step)
+        self.store.publish(
+            self.dqn.online.state_dict(), extras=[eps, self.cfg.processes.eps_spread]
+        )
+
+    def _learn(self, steps: int) -> float:
+        loss = float("nan")
+        for _ in range(steps):
+            sample = self.replay.sample(self.cfg.dqn.batch_size)
+            info = self.dqn.update(Batch.from_numpy(sample, self.dqn.device))
+            self.replay.update_priorities(sample["indices"], info.td_errors)
+            loss = info.loss
+        return loss
+
+    def _state(self, wall: float) -> dict[str, Any]:
+        return {
+            "config": config_to_dict(self.cfg),
+            "dqn": self.dqn.state_dict(),
+            "replay": self.replay.state_dict(),
+            "rng": {"torch": torch.get_rng_state()},
+            "counters": {
+                "step": self.step,
+                "episode": self.episode,
+                "batches": self.batches,
+                "restarts": self.restarts,
+                "wall": wall,
+                "last_eval": self.last_eval,
+                "solved_step": self.solved_step,
+                "solved_wall": self.solved_wall,
+            },
+        }
+
+    def _evaluate(self, metrics: MetricsWriter, wall: float) -> None:
+        returns = evaluate(
+            self.dqn.greedy, self.eval_envs, self.cfg.run.eval_episodes, self.cfg.run.seed
+        )
+        self.last_eval = float(returns.mean())
+        metrics.log(
+            "eval",
+            self.step,
+            wall_s=wall,
+            eval_mean=self.last_eval,
+            eval_std=float(returns.std()),
+            updates=self.dqn.updates,
+        )
+        stop = self.cfg.run.stop_return
+        if stop is not None and self.last_eval >= stop and self.solved_step is None:
+            self.solved_step, self.solved_wall = self.step, wall
+
+    def run(self) -> TrainResult:
+        """Train until ``total_steps`` env steps (whole batches) or until solved."""
+        r, p = self.cfg.run, self.cfg.processes
+        metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
+        t0 = time.perf_counter()
+
+        def wall() -> float:
+            return self.wall_before + time.perf_counter() - t0
+
+        self._restart_log: list[str] = []
+        self._publish()
+        next_eval = (self.step // r.eval_every + 1) * r.eval_every
+        next_ckpt = (self.step // r.checkpoint_every + 1) * r.checkpoint_every
+        loss = float("nan")
+        try:
+            self._slots = [self._start(w, 0) for w in range(self.workers)]
+            with TrainProgress(
+                r.total_steps, enabled=r.progress, description=self.cfg.env.id
+            ) as bar:
+                while self.step < r.total_steps and self.solved_step is None:
+                    t_batch = time.perf_counter()
+                    episodes = self._collect(p.episodes_per_batch)
+                    new_steps = 0
+                    for ep in episodes:
+                        self._store_episode(ep)
+                        self.step += len(ep.actions)
+                        new_steps += len(ep.actions)
+                        metrics.log(
+                            "episode",
+                            self.step,
+                            wall_s=wall(),
+                            episode=self.episode,
+                            length=len(ep.actions),
+                            epsilon=self.epsilon(self.step),
+                            updates=self.dqn.updates,
+                            **{"return": float(ep.rewards.sum())},
+                        )
+                        self.episode += 1
+                    if self.step >= r.learning_starts:
+                        steps = self.learning_steps or max(
+                            1, round(new_steps * r.gradient_steps / r.train_freq)
+                        )
+                        loss = self._learn(steps)
+                    self.batches += 1
+                    self._publish()
+                    sps = new_steps / max(time.perf_counter() - t_batch, 1e-9)
+                    metrics.log(
+                        "tick",
+                        self.step,
+                        wall_s=wall(),
+                        steps_per_s=sps,
+                        loss=loss,
+                        epsilon=self.epsilon(self.step),
+                        updates=self.dqn.updates,
+                    )
+                    if self.step >= next_eval:
+                        self._evaluate(metrics, wall())
+                        next_eval = (self.step // r.eval_every + 1) * r.eval_every
+                    if self.step >= next_ckpt:
+                        save_checkpoint(self.run_dir.checkpoint, self._state(wall()))
+                        next_ckpt = (self.step // r.checkpoint_every + 1) * r.checkpoint_every
+                    last = "-" if self.last_eval is None else self.last_eval
+                    bar.update(
+                        min(self.step, r.total_steps),
+                        sps=round(sps),
+                        loss=loss,
+                        eps=self.epsilon(self.step),
+                        eval=last,
+                        restarts=self.restarts,
+                    )
+        except BaseException:
+            self._stop_all()
+            metrics.flush()
+            save_checkpoint(self.run_dir.checkpoint, self._state(wall()))
+            metrics.close()
+            self.store.close()
+            raise
+        self._stop_all()
+        if self.solved_step is None or self.last_eval is None:
+            self._evaluate(metrics, wall())
+        metrics.flush()
+        save_checkpoint(self.run_dir.checkpoint, self._state(wall()))
+        metrics.close()
+        self.store.close()
+        plot_run(self.run_dir.metrics, self.run_dir.curve, title=f"{self.cfg.env.id} (processes)")
+        return TrainResult(
+            run_dir=str(self.run_dir.path),
+            eval_return=float("nan") if self.last_eval is None else self.last_eval,
+            env_steps=self.step,
+            wall_seconds=wall(),
+            updates=self.dqn.updates,
+            solved_step=self.solved_step,
+            solved_wall_seconds=self.solved_wall,
+        )
