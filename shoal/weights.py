@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import sys
 import threading
 import time
 import weakref
@@ -21,6 +20,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from shoal.shared_segments import attach_segment, release_segment
 
 __all__ = ["LocalWeightStore", "SharedWeightStore", "SharedWeightsHandle"]
 
@@ -115,14 +116,14 @@ class SharedWeightStore:
             _handle = SharedWeightsHandle(name, spec, extras)
             self._owner = True
         else:
-            shm = _attach(_handle.name)
+            shm = attach_segment(_handle.name)
             self._owner = False
         self._shm, self._h = shm, _handle
         self._seq = np.ndarray((1,), np.int64, shm.buf, 0)
         self._extras = np.ndarray((_handle.extras,), np.float64, shm.buf, 8)
         size = sum(int(np.prod(s)) for _, s in _handle.spec)
         self._flat = np.ndarray((size,), np.float32, shm.buf, 8 * (1 + _handle.extras))
-        self._finalizer = weakref.finalize(self, _release_segment, shm, self._owner)
+        self._finalizer = weakref.finalize(self, release_segment, shm, self._owner)
 
     @property
     def handle(self) -> SharedWeightsHandle:
@@ -182,21 +183,3 @@ class SharedWeightStore:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SharedWeightStore.attach, (self._h,))
-
-
-def _attach(name: str) -> shared_memory.SharedMemory:
-    if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)
-    return shared_memory.SharedMemory(name=name)
-
-
-def _release_segment(shm: shared_memory.SharedMemory, owner: bool) -> None:
-    try:
-        shm.close()
-    except BufferError:
-        pass
-    if owner:
-        try:
-            shm.unlink()
-        except FileNotFoundError:
-            pass

@@ -45,7 +45,6 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import secrets
-import sys
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -59,6 +58,7 @@ import numpy as np
 
 from shoal.algos.qlearning import AlphaSchedule
 from shoal.errors import ShoalError
+from shoal.shared_segments import attach_segment, release_segment
 from shoal.tabular.keys import EMPTY
 
 __all__ = ["LOCK_MODES", "SharedQTable", "TableFileError", "TableFullError", "TableHandle"]
@@ -128,7 +128,7 @@ class SharedQTable:
             _handle = TableHandle(name, capacity, slots, lock, stripes, lock_timeout, locks)
             self._owner = True
         else:
-            shm = _attach_segment(_handle.name)
+            shm = attach_segment(_handle.name)
             self._owner = False
         self._shm = shm
         self._h = _handle
@@ -139,7 +139,7 @@ class SharedQTable:
         self._keys = np.ndarray((s,), np.uint64, buf, 8 * _HEADER)
         self._q = np.ndarray((s,), np.float64, buf, 8 * (_HEADER + s))
         self._n = np.ndarray((s,), np.int64, buf, 8 * (_HEADER + 2 * s))
-        self._finalizer = weakref.finalize(self, _release, shm, self._owner)
+        self._finalizer = weakref.finalize(self, release_segment, shm, self._owner)
 
     # --- lifetime ---------------------------------------------------------------------------
     @property
@@ -487,24 +487,3 @@ def _check_args(capacity: int, lock: str, stripes: int, max_load: float, timeout
         raise ValueError(f"SharedQTable max_load: {max_load!r} is out of range; allowed: (0, 1)")
     if not timeout > 0:
         raise ValueError(f"SharedQTable lock_timeout: {timeout!r} is out of range; allowed: > 0")
-
-
-def _attach_segment(name: str) -> shared_memory.SharedMemory:
-    if sys.version_info >= (3, 13):
-        return shared_memory.SharedMemory(name=name, track=False)
-    # Before 3.13 attaching registers the segment with the resource tracker too. Spawned
-    # children share their parent's tracker, whose registry is a set, so this is harmless
-    # there; the owner's unlink unregisters it.
-    return shared_memory.SharedMemory(name=name)
-
-
-def _release(shm: shared_memory.SharedMemory, owner: bool) -> None:
-    try:
-        shm.close()
-    except BufferError:  # array views still alive (interpreter exit): unlink anyway
-        pass
-    if owner:
-        try:
-            shm.unlink()
-        except FileNotFoundError:
-            pass
