@@ -22,6 +22,7 @@ __all__ = [
     "plot",
     "preset_names",
     "train",
+    "train_dqn",
 ]
 __version__ = "0.1.0"
 
@@ -34,6 +35,7 @@ _LAZY = {
     "evaluate_run": "shoal.runs",
     "plot": "shoal.runs",
     "train": "shoal.runs",
+    "train_dqn": "shoal.runs",
 }
 
 

@@ -213,6 +213,8 @@ class ProcessesConfig:
     """Ape-X style per-worker epsilon eps ** (1 + spread * i / (N - 1)); 0: all the same."""
     worker_timeout: float = param(60.0, gt=0.0)
     """Seconds a worker may stay silent before it is killed and restarted."""
+    max_episodes: int = param(0, ge=0)
+    """Stop after this many episodes (0: no limit; run.total_steps still applies)."""
 
 
 @dataclass

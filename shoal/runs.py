@@ -27,7 +27,7 @@ from shoal.runners.processes import ProcessesRunner
 from shoal.runners.serial import SerialRunner, TrainResult
 from shoal.runners.threads import ThreadsRunner
 
-__all__ = ["RUNNERS", "TrainResult", "evaluate_run", "plot", "train"]
+__all__ = ["RUNNERS", "TrainResult", "evaluate_run", "plot", "train", "train_dqn"]
 
 RUNNERS = {"serial": SerialRunner, "threads": ThreadsRunner, "processes": ProcessesRunner}
 """Runner classes by the name ``run.runner`` takes."""
@@ -69,6 +69,52 @@ def train(
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
     return RUNNERS[cfg.run.runner](cfg, run).run()
+
+
+def train_dqn(
+    n_episodes: int,
+    num_workers: int | None = None,
+    episodes_per_batch: int = 4,
+    learning_steps_per_batch: int | None = None,
+    batch_size: int = 64,
+    device: str | None = None,
+    *,
+    config: Config | str | Path | None = "cartpole",
+    overrides: Sequence[str] = (),
+    run_dir: str | Path | None = None,
+) -> TrainResult:
+    """Rollout worker processes + one central learner, with the user's original API.
+
+    Args:
+        n_episodes: episodes to collect in total.
+        num_workers: rollout worker processes; None means ``cpu_count() - 2`` (at least 1).
+        episodes_per_batch: whole episodes each worker collects per learner batch.
+        learning_steps_per_batch: gradient steps per batch; None means
+            ``num_workers * episodes_per_batch``.
+        batch_size: transitions per gradient step.
+        device: 'cpu', 'cuda' or None (CUDA when present).
+        config: the base config (preset, TOML path or Config); ``overrides`` go on top.
+    """
+    from shoal.runners.processes import default_workers
+
+    workers = default_workers() if num_workers is None else num_workers
+    steps = (
+        workers * episodes_per_batch
+        if learning_steps_per_batch is None
+        else learning_steps_per_batch
+    )
+    values = [
+        "run.runner=processes",
+        f"processes.workers={workers}",
+        f"processes.episodes_per_batch={episodes_per_batch}",
+        f"processes.learning_steps_per_batch={steps}",
+        f"processes.max_episodes={n_episodes}",
+        f"dqn.batch_size={batch_size}",
+        "run.total_steps=1000000000",
+        "run.stop_return=none",
+        f"run.device={device or 'auto'}",
+    ]
+    return train(config, overrides=[*values, *overrides], run_dir=run_dir)
 
 
 def evaluate_run(run_dir: str | Path, episodes: int = 20, seed: int | None = None) -> np.ndarray:

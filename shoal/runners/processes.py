@@ -331,7 +331,11 @@ class ProcessesRunner:
             with TrainProgress(
                 r.total_steps, enabled=r.progress, description=self.cfg.env.id
             ) as bar:
-                while self.step < r.total_steps and self.solved_step is None:
+                while (
+                    self.step < r.total_steps
+                    and self.solved_step is None
+                    and (p.max_episodes == 0 or self.episode < p.max_episodes)
+                ):
                     t_batch = time.perf_counter()
                     episodes = self._collect(p.episodes_per_batch)
                     new_steps = 0

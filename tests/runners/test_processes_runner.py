@@ -157,11 +157,24 @@ def test_weight_store_versions_only_go_up_and_pull_if_newer():
         store.close()
 
 
-def test_train_dqn_api_defaults():
+def test_train_dqn_api(tmp_path):
     from shoal.runners.processes import default_workers
 
     assert default_workers() == max(1, (os.cpu_count() or 1) - 2)
-    assert np.isfinite(default_workers())
+    result = shoal.train_dqn(
+        30,
+        num_workers=2,
+        episodes_per_batch=3,
+        batch_size=32,
+        overrides=["run.progress=false", "run.learning_starts=50", "run.eval_episodes=2"],
+        run_dir=tmp_path / "run",
+    )
+    assert result.updates > 0 and result.updates % 6 == 0  # whole batches of 2 x 3
+    rows = shoal.metrics.read_metrics(RunDir(tmp_path / "run").metrics)
+    assert sum(r["kind"] == "episode" for r in rows) == 30
+    cfg = (tmp_path / "run" / "config.toml").read_text()
+    assert "learning_steps_per_batch = 6" in cfg and "max_episodes = 30" in cfg
+    assert np.isfinite(result.eval_return)
 
 
 @pytest.mark.slow
