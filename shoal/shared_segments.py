@@ -21,9 +21,19 @@ def attach_segment(name: str) -> shared_memory.SharedMemory:
     if sys.version_info >= (3, 13):
         return shared_memory.SharedMemory(name=name, track=False)
     shm = shared_memory.SharedMemory(name=name)
-    if multiprocessing.parent_process() is None:  # not our child: its own tracker
+    if not _spawned_child():  # a process with a tracker of its own
         resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
     return shm
+
+
+def _spawned_child() -> bool:
+    """Whether this process was started by multiprocessing (and so shares the parent's
+    resource tracker). While a child unpickles its arguments, parent_process() is not set
+    yet, but the current process is marked as inheriting."""
+    current = multiprocessing.current_process()
+    return multiprocessing.parent_process() is not None or bool(
+        getattr(current, "_inheriting", False)
+    )
 
 
 def release_segment(shm: shared_memory.SharedMemory, owner: bool) -> None:

@@ -143,10 +143,13 @@ class SharedWeightStore:
     def publish(self, state: Mapping[str, torch.Tensor], extras: Sequence[float] = ()) -> int:
         """Write ``state`` (same keys and shapes as the template) and ``extras``; returns
         the new version. One writer only: the learner."""
-        parts = [state[k].detach().reshape(-1).to("cpu", torch.float32) for k, _ in self._h.spec]
-        flat = torch.cat(parts).numpy() if parts else np.zeros(0, np.float32)
+        parts = [state[k].detach().to("cpu", torch.float32).reshape(-1) for k, _ in self._h.spec]
         self._seq[0] += 1  # odd: writing
-        self._flat[:] = flat
+        i = 0
+        for part in parts:  # straight into shared memory: one copy per tensor
+            n = part.numel()
+            self._flat[i : i + n] = part.numpy()
+            i += n
         if len(extras):
             self._extras[:] = extras
         self._seq[0] += 1  # even: consistent again

@@ -187,20 +187,32 @@ def test_pickling_outside_spawn_is_refused():
         pickle.dumps(t)
 
 
-@pytest.mark.parametrize("how", ["exception", "sigkill"])
+@pytest.mark.parametrize("how", ["exception", "sigkill", "sigkill-after-child-attached"])
 def test_segment_released_when_owner_crashes(how, tmp_path):
     code = (
-        "import os, signal, sys\n"
+        "import os, signal, sys, multiprocessing as mp\n"
         "from shoal.tabular import SharedQTable\n"
-        "t = SharedQTable(100)\n"
-        "print(t.name, flush=True)\n"
+        "def child(t):\n"
+        "    t.get(1)\n"
+        "if __name__ == '__main__':\n"
+        "    t = SharedQTable(100)\n"
         + (
-            "raise RuntimeError('boom')\n"
+            # a spawned child attaching must not drop the owner's crash-cleanup registration
+            "    p = mp.get_context('spawn').Process(target=child, args=(t,))\n"
+            "    p.start(); p.join()\n"
+            if how == "sigkill-after-child-attached"
+            else ""
+        )
+        + "    print(t.name, flush=True)\n"
+        + (
+            "    raise RuntimeError('boom')\n"
             if how == "exception"
-            else "os.kill(os.getpid(), signal.SIGKILL)\n"
+            else "    os.kill(os.getpid(), signal.SIGKILL)\n"
         )
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    script = tmp_path / "owner.py"  # a file, so that a spawned child can import its main
+    script.write_text(code)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
     name = proc.stdout.split()[0]
     assert proc.returncode != 0
     # SIGKILL: the resource tracker notices its client is gone and unlinks the segment.
