@@ -28,6 +28,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/cartpole_time_to_solve.py
 	$(PY) benchmarks/qtable_throughput.py
 	$(PY) benchmarks/sudoku_transfer.py
+	$(PY) benchmarks/learner_threads.py
+	$(PY) benchmarks/rollout_scaling.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
