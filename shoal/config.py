@@ -102,6 +102,9 @@ class DQNConfig:
     """Huber loss threshold between the quadratic and linear parts."""
     max_grad_norm: float = param(10.0, gt=0.0)
     """Clip the global gradient norm to this value."""
+    action_mask: bool = False
+    """Observations end with a mask of legal actions (1 = legal, one entry per action):
+    exploration, greedy choices and bootstrap targets use legal actions only."""
     target_update: str = param("hard", choices=("hard", "soft"))
     """How the target network follows the online one: 'hard' copies every target_period
     updates, 'soft' moves it by tau every update."""

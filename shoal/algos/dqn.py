@@ -112,20 +112,36 @@ def epsilon_greedy_action(
     epsilon: float,
     rng: np.random.Generator,
     n_actions: int,
+    masked: bool = False,
 ) -> int:
-    """A random action with probability epsilon, else ``greedy``'s. Skips the forward pass
-    on a random action (most of them early on). Every acting network uses this, so acting
-    on an inference copy draws the same random numbers as acting on the learner's net."""
+    """A random (legal, if ``masked``) action with probability epsilon, else ``greedy``'s.
+    Skips the forward pass on a random action (most of them early on). Every acting network
+    uses this, so acting on an inference copy draws the same random numbers as acting on
+    the learner's net."""
     if rng.random() < epsilon:
+        if masked:
+            return int(rng.choice(np.flatnonzero(obs[-n_actions:] > 0.5)))
         return int(rng.integers(n_actions))
     return int(greedy(obs[None])[0])
 
 
+def _mask_illegal(q: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+    """Q-values with illegal actions (mask entries at the end of ``obs``) set to -inf."""
+    legal = obs[:, -q.shape[1] :] > 0.5
+    return q.masked_fill(~legal, float("-inf"))
+
+
 @torch.inference_mode()
-def greedy_actions(net: torch.nn.Module, obs: np.ndarray, device: torch.device) -> np.ndarray:
-    """Greedy actions of ``net`` for a batch of observations (first max on ties)."""
+def greedy_actions(
+    net: torch.nn.Module, obs: np.ndarray, device: torch.device, masked: bool = False
+) -> np.ndarray:
+    """Greedy (legal, if ``masked``) actions of ``net`` for a batch of observations (first
+    max on ties)."""
     x = torch.as_tensor(obs, dtype=torch.float32, device=device)
-    return net(x).argmax(dim=1).cpu().numpy()
+    q = net(x)
+    if masked:
+        q = _mask_illegal(q, x)
+    return q.argmax(dim=1).cpu().numpy()
 
 
 class DQN:
@@ -155,17 +171,26 @@ class DQN:
     def loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Importance-weighted Huber loss and the per-sample TD errors (detached)."""
         b = batch.obs.shape[0]
+        masked = self.cfg.action_mask
         if self.cfg.double:
             # One forward over obs and next_obs together: half the kernel launches.
             q_all = self.online(torch.cat([batch.obs, batch.next_obs]))
             q_tm1 = q_all[:b]
-            a_t = q_all[b:].detach().argmax(dim=1, keepdim=True)
+            q_next = q_all[b:].detach()
+            if masked:
+                q_next = _mask_illegal(q_next, batch.next_obs)
+            a_t = q_next.argmax(dim=1, keepdim=True)
             with torch.no_grad():
                 q_t = self.target(batch.next_obs).gather(1, a_t).squeeze(1)
         else:
             q_tm1 = self.online(batch.obs)
             with torch.no_grad():
-                q_t = self.target(batch.next_obs).max(dim=1).values
+                q_next = self.target(batch.next_obs)
+                if masked:
+                    q_next = _mask_illegal(q_next, batch.next_obs)
+                q_t = q_next.max(dim=1).values
+        # A terminal next state may have no legal action (-inf); its discount is 0 anyway.
+        q_t = torch.nan_to_num(q_t, neginf=0.0)
         q_a = q_tm1.gather(1, batch.action.unsqueeze(1)).squeeze(1)
         target = batch.reward + batch.discount * q_t
         td = target - q_a
@@ -217,11 +242,13 @@ class DQN:
     # --- acting ---------------------------------------------------------------------------
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Greedy actions for a batch of observations (first max on ties)."""
-        return greedy_actions(self.online, obs, self.device)
+        return greedy_actions(self.online, obs, self.device, self.cfg.action_mask)
 
     def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
         """Epsilon-greedy action for one observation (see :func:`epsilon_greedy_action`)."""
-        return epsilon_greedy_action(self.greedy, obs, epsilon, rng, self.n_actions)
+        return epsilon_greedy_action(
+            self.greedy, obs, epsilon, rng, self.n_actions, self.cfg.action_mask
+        )
 
     # --- checkpoints ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.algos.dqn import Batch, greedy_actions
+from shoal.algos.dqn import Batch, epsilon_greedy_action, greedy_actions
 from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
 from shoal.checkpoint import save_checkpoint
 from shoal.config import Config, config_to_dict, load_config
@@ -98,6 +98,7 @@ def rollout_worker(
     version, eps = -1, 1.0
     index = 0
     device = torch.device("cpu")
+    masked = cfg.dqn.action_mask
     while True:
         got = store.pull(version)
         if got is not None:
@@ -108,10 +109,14 @@ def rollout_worker(
         obs, _ = env.reset(seed=seed)
         observations, actions, rewards = [obs], [], []
         while True:
-            if rng.random() < eps:
-                action = int(rng.integers(spec.n_actions))
-            else:
-                action = int(greedy_actions(net, obs[None], device)[0])
+            action = epsilon_greedy_action(
+                lambda x: greedy_actions(net, x, device, masked),
+                obs,
+                eps,
+                rng,
+                spec.n_actions,
+                masked,
+            )
             obs, reward, term, trunc, _ = env.step(action)
             observations.append(obs)
             actions.append(action)

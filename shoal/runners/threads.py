@@ -90,7 +90,7 @@ class ThreadsRunner(SerialRunner):
             self.inference.load_state_dict(state)
 
     def _inference_greedy(self, obs: np.ndarray) -> np.ndarray:
-        return greedy_actions(self.inference, obs, self.dqn.device)
+        return greedy_actions(self.inference, obs, self.dqn.device, self.cfg.dqn.action_mask)
 
     def _act(self, obs: np.ndarray, eps: float) -> int:
         self._pull_weights()
