@@ -40,6 +40,7 @@ __all__ = [
     "EnvConfig",
     "ExploreConfig",
     "ReplayConfig",
+    "SelfPlayConfig",
     "RunConfig",
     "ProcessesConfig",
     "ThreadsConfig",
@@ -221,6 +222,22 @@ class ProcessesConfig:
 
 
 @dataclass
+class SelfPlayConfig:
+    """Self-play for two-player envs (processes runner): an opponent pool of snapshots."""
+
+    enabled: bool = False
+    """Play against snapshots of earlier policies (the env must accept an opponent)."""
+    snapshot_every: int = param(10, gt=0)
+    """Learner batches between snapshots added to the pool."""
+    pool_size: int = param(10, gt=0)
+    """Snapshots kept; the oldest is dropped beyond this."""
+    sampling: str = param("uniform", choices=("latest", "uniform", "winrate"))
+    """How each batch's opponent is drawn from the pool."""
+    random_fraction: float = param(0.2, ge=0.0, le=1.0)
+    """Share of batches played against the random player instead of the pool."""
+
+
+@dataclass
 class Config:
     """Everything a run needs; one config feeds every runner."""
 
@@ -231,6 +248,7 @@ class Config:
     run: RunConfig = field(default_factory=RunConfig)
     threads: ThreadsConfig = field(default_factory=ThreadsConfig)
     processes: ProcessesConfig = field(default_factory=ProcessesConfig)
+    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""

@@ -28,6 +28,12 @@ METRIC_FIELDS = (
     "staleness_max",
     "eval_mean",
     "eval_std",
+    "restarts",
+    "pool_size",
+    "win_random_first",
+    "win_random_second",
+    "win_heuristic_first",
+    "win_heuristic_second",
 )
 """CSV columns. ``kind`` is 'episode', 'eval' or 'tick'; cells that do not apply are empty."""
 

@@ -23,7 +23,7 @@ from shoal.errors import ConfigError
 from shoal.evaluation import evaluate
 from shoal.plot import plot_run
 from shoal.rundir import RunDir
-from shoal.runners.processes import ProcessesRunner
+from shoal.runners.processes import ProcessesRunner, check_selfplay
 from shoal.runners.serial import SerialRunner, TrainResult
 from shoal.runners.threads import ThreadsRunner
 
@@ -66,6 +66,7 @@ def train(
     else:
         cfg = load_config(config, overrides)
     probe_env(cfg.env)
+    check_selfplay(cfg)
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
     return RUNNERS[cfg.run.runner](cfg, run).run()

@@ -244,6 +244,10 @@ class DQN:
         """Greedy actions for a batch of observations (first max on ties)."""
         return greedy_actions(self.online, obs, self.device, self.cfg.action_mask)
 
+    def greedy_one(self, obs: np.ndarray) -> int:
+        """The greedy action for one observation."""
+        return int(self.greedy(obs[None])[0])
+
     def act(self, obs: np.ndarray, epsilon: float, rng: np.random.Generator) -> int:
         """Epsilon-greedy action for one observation (see :func:`epsilon_greedy_action`)."""
         return epsilon_greedy_action(

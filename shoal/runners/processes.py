@@ -18,6 +18,7 @@ stops every worker (no orphans) and writes a final checkpoint.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
 from shoal.checkpoint import save_checkpoint
 from shoal.config import Config, config_to_dict, load_config
 from shoal.envs import make_env, probe_env
+from shoal.envs.connect_four import heuristic_player, play_match, random_player
 from shoal.errors import ShoalError
 from shoal.evaluation import evaluate
 from shoal.metrics import MetricsWriter
@@ -42,12 +44,30 @@ from shoal.progress import TrainProgress
 from shoal.rundir import RunDir
 from shoal.runners.serial import TrainResult
 from shoal.seeding import derive_seed
+from shoal.selfplay import OpponentPool
 from shoal.weights import SharedWeightStore
 
-__all__ = ["Episode", "ProcessesRunner", "default_workers"]
+__all__ = ["Episode", "ProcessesRunner", "check_selfplay", "default_workers"]
 
 WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
+
+
+def check_selfplay(cfg: Config) -> None:
+    """Reject a self-play config that cannot work, before any work starts."""
+    if not cfg.selfplay.enabled:
+        return
+    if cfg.run.runner != "processes":
+        raise ShoalError(f"selfplay.enabled needs run.runner = 'processes', got {cfg.run.runner!r}")
+    env = make_env(cfg.env)
+    try:
+        if not hasattr(env.unwrapped, "set_opponent"):
+            raise ShoalError(
+                f"selfplay.enabled: env {cfg.env.id!r} has no opponent to replace "
+                "(two-player envs such as shoal/ConnectFour-v0 do)"
+            )
+    finally:
+        env.close()
 
 
 def default_workers() -> int:
@@ -70,6 +90,8 @@ class Episode:
     terminated: bool
     truncated: bool
     weights_version: int
+    opponent: int = -1
+    """Self-play: the pool snapshot played against (-1: the env's own, e.g. random)."""
 
 
 def _worker_epsilon(base: float, worker: int, workers: int, spread: float) -> float:
@@ -86,8 +108,10 @@ def rollout_worker(
     cfg_values: dict[str, dict[str, Any]],
     store: Any,
     conn: Connection,
+    opponents: Any = None,
 ) -> None:
-    """A rollout worker process: pull weights, play an episode, send it, repeat."""
+    """A rollout worker process: pull weights (and the opponent, in self-play), play an
+    episode, send it, repeat."""
     torch.set_num_threads(1)
     cfg = load_config(None, values=cfg_values)
     spec = probe_env(cfg.env)
@@ -99,12 +123,20 @@ def rollout_worker(
     index = 0
     device = torch.device("cpu")
     masked = cfg.dqn.action_mask
+    opponent, opp_version = -1, -1
+    opp_net = copy.deepcopy(net) if opponents is not None else None
     while True:
         got = store.pull(version)
         if got is not None:
             version, state, extras = got
             net.load_state_dict(state)
             eps = _worker_epsilon(float(extras[0]), worker, workers, float(extras[1]))
+        if opponents is not None:
+            got = opponents.pull(opp_version)
+            if got is not None:
+                opp_version, opp_state, opp_extras = got
+                opponent = int(opp_extras[0])
+                env.unwrapped.set_opponent(_opponent_policy(opp_net, opp_state, opponent))
         seed = derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation, index, 1)
         obs, _ = env.reset(seed=seed)
         observations, actions, rewards = [obs], [], []
@@ -134,9 +166,24 @@ def rollout_worker(
                 terminated=bool(term),
                 truncated=bool(trunc),
                 weights_version=version,
+                opponent=opponent,
             )
         )
         index += 1
+
+
+def _opponent_policy(net: Any, state: dict[str, torch.Tensor], snapshot: int) -> Any:
+    """The opponent a worker plays: a pool snapshot, greedy over legal moves, or (snapshot
+    -1) the random player."""
+    if snapshot < 0:
+        return random_player
+    net.load_state_dict(state)
+    cpu = torch.device("cpu")
+
+    def play(obs: np.ndarray, rng: np.random.Generator) -> int:
+        return int(greedy_actions(net, obs[None], cpu, masked=True)[0])
+
+    return play
 
 
 @dataclass
@@ -186,6 +233,16 @@ class ProcessesRunner:
             self.solved_wall = c["solved_wall"]
         template = self.dqn.online.state_dict()
         self.store = SharedWeightStore(template, extras=2)
+        sp = cfg.selfplay
+        self.pool: OpponentPool | None = None
+        self.opponents: SharedWeightStore | None = None
+        if sp.enabled:
+            check_selfplay(cfg)
+            self.pool = OpponentPool(sp.pool_size, sp.sampling, seed=cfg.run.seed)
+            if resume is not None and "pool" in resume:
+                self.pool.load_state_dict(resume["pool"])
+            self.opponents = SharedWeightStore(template, extras=1)
+            self._opp_rng = np.random.default_rng(derive_seed(cfg.run.seed, WORKER_STREAM))
         self._ctx = get_context("spawn")
         self._slots: list[_Slot] = []
 
@@ -194,7 +251,15 @@ class ProcessesRunner:
         recv, send = self._ctx.Pipe(duplex=False)
         proc = self._ctx.Process(
             target=rollout_worker,
-            args=(worker, incarnation, self.workers, config_to_dict(self.cfg), self.store, send),
+            args=(
+                worker,
+                incarnation,
+                self.workers,
+                config_to_dict(self.cfg),
+                self.store,
+                send,
+                self.opponents,
+            ),
             name=f"shoal-rollout-{worker}",
             daemon=True,
         )
@@ -253,6 +318,8 @@ class ProcessesRunner:
         if key in self.received:
             raise ShoalError(f"episode {key} arrived twice")
         self.received.add(key)
+        if self.pool is not None and ep.opponent >= 0:
+            self.pool.record(ep.opponent, float(ep.rewards[-1]))
         writer = build_nstep(self.cfg)
         last = len(ep.actions) - 1
         for t in range(len(ep.actions)):
@@ -272,6 +339,16 @@ class ProcessesRunner:
         self.store.publish(
             self.dqn.online.state_dict(), extras=[eps, self.cfg.processes.eps_spread]
         )
+        if self.pool is None or self.opponents is None:
+            return
+        sp = self.cfg.selfplay
+        if self.batches > 0 and self.batches % sp.snapshot_every == 0:
+            self.pool.add(self.dqn.online.state_dict())
+        choice = None if self._opp_rng.random() < sp.random_fraction else self.pool.sample()
+        if choice is None:
+            self.opponents.publish(self.dqn.online.state_dict(), extras=[-1])
+        else:
+            self.opponents.publish(choice[1], extras=[choice[0]])
 
     def _learn(self, steps: int) -> float:
         loss = float("nan")
@@ -288,6 +365,7 @@ class ProcessesRunner:
             "dqn": self.dqn.state_dict(),
             "replay": self.replay.state_dict(),
             "rng": {"torch": torch.get_rng_state()},
+            **({"pool": self.pool.state_dict()} if self.pool is not None else {}),
             "counters": {
                 "step": self.step,
                 "episode": self.episode,
@@ -312,10 +390,37 @@ class ProcessesRunner:
             eval_mean=self.last_eval,
             eval_std=float(returns.std()),
             updates=self.dqn.updates,
+            restarts=self.restarts,
+            **self._two_player_record(),
         )
         stop = self.cfg.run.stop_return
         if stop is not None and self.last_eval >= stop and self.solved_step is None:
             self.solved_step, self.solved_wall = self.step, wall
+
+    def _close_stores(self) -> None:
+        self.store.close()
+        if self.opponents is not None:
+            self.opponents.close()
+
+    def _two_player_record(self) -> dict[str, float]:
+        """Win rates against the random and the one-step-lookahead player, as first and as
+        second player (self-play runs only)."""
+        if self.pool is None:
+            return {}
+        games = self.cfg.run.eval_episodes
+        out: dict[str, float] = {"pool_size": float(len(self.pool))}
+        for name, opponent in (("random", random_player), ("heuristic", heuristic_player)):
+            for first in (True, False):
+                rec = play_match(
+                    self.dqn.greedy_one,
+                    opponent,
+                    games,
+                    learner_first=first,
+                    seed=self.cfg.run.seed,
+                )
+                out[f"win_{name}_{'first' if first else 'second'}"] = rec["win"]
+        self.last_record = out
+        return out
 
     def run(self) -> TrainResult:
         """Train until ``total_steps`` env steps (whole batches) or until solved."""
@@ -396,7 +501,7 @@ class ProcessesRunner:
             metrics.flush()
             save_checkpoint(self.run_dir.checkpoint, self._state(wall()))
             metrics.close()
-            self.store.close()
+            self._close_stores()
             raise
         self._stop_all()
         if self.solved_step is None or self.last_eval is None:
@@ -404,7 +509,7 @@ class ProcessesRunner:
         metrics.flush()
         save_checkpoint(self.run_dir.checkpoint, self._state(wall()))
         metrics.close()
-        self.store.close()
+        self._close_stores()
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=f"{self.cfg.env.id} (processes)")
         return TrainResult(
             run_dir=str(self.run_dir.path),
