@@ -85,7 +85,9 @@ class SharedWeightStore:
     number odd, writes, then makes it even again; a reader copies the weights between two
     reads of the sequence number and retries if it was odd or changed. Readers never block
     the writer. The version (publishes so far) is half the sequence number, so it only goes
-    up. ``extras`` are a few float64 values published with the weights (e.g. epsilon).
+    up. Like any seqlock it favours the writer: a writer publishing back to back with no gap
+    can starve readers (``pull`` then times out); the learner publishes once per batch.
+    ``extras`` are a few float64 values published with the weights (e.g. epsilon).
 
     Example:
         >>> store = SharedWeightStore({"w": torch.zeros(3)}, extras=1)
