@@ -154,13 +154,14 @@ class DQN:
         cfg: DQNConfig,
         *,
         device: str | torch.device | None = "auto",
+        network: torch.nn.Module | None = None,
     ) -> None:
         self.cfg = cfg
         self.n_actions = n_actions
         self.device = resolve_device(device)
-        self.online = QNetwork(obs_dim, n_actions, hidden=cfg.hidden, dueling=cfg.dueling).to(
-            self.device
-        )
+        if network is None:  # a learner with another head (e.g. hybrid) passes its own
+            network = QNetwork(obs_dim, n_actions, hidden=cfg.hidden, dueling=cfg.dueling)
+        self.online = network.to(self.device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.params: list[torch.nn.Parameter] = list(self.online.parameters())
         self.optimizer = _adam(self.params, cfg)

@@ -11,9 +11,9 @@ without a critic over the continuous part). One network gives
 * a continuous action ``mu(s, k)`` for each k, squashed by tanh into ``[low, high]``,
   learned by advantage-weighted regression onto the continuous actions that were taken.
 
-:class:`HybridDQN` has the interface and semantics of :class:`~shoal.algos.dqn.DQN`
-(``loss``, side-effect-free ``gradients``, ``apply``, ``update``, target updates,
-checkpoints), with ``greedy`` and ``act`` returning both parts of the action.
+:class:`HybridDQN` is a :class:`~shoal.algos.dqn.DQN` with another network and loss: it
+inherits side-effect-free ``gradients``, ``apply``, ``update``, target updates and
+checkpoints, and its ``greedy`` and ``act`` return both parts of the action.
 
 Example:
     >>> import numpy as np
@@ -31,17 +31,15 @@ Example:
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shoal.algos.dqn import LossInfo, _adam, resolve_device
+from shoal.algos.dqn import DQN
 from shoal.config import DQNConfig
 
 __all__ = ["HybridBatch", "HybridDQN", "HybridQNetwork"]
@@ -160,7 +158,7 @@ class HybridBatch:
         )
 
 
-class HybridDQN:
+class HybridDQN(DQN):
     """Double-DQN on the discrete part, advantage-weighted regression on the continuous part.
 
     The loss of a batch is
@@ -226,16 +224,13 @@ class HybridDQN:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if not max_weight > 0:
             raise ValueError(f"max_weight must be > 0, got {max_weight!r}")
-        self.cfg = cfg
-        self.n_actions = n_actions
         self.action_dim = action_dim
         self.low, self.high = _bounds(low, high, action_dim)
         self.cont_weight = cont_weight
         self.beta = beta
         self.max_weight = max_weight
         self.noise_std = noise_std
-        self.device = resolve_device(device)
-        self.online = HybridQNetwork(
+        network = HybridQNetwork(
             obs_dim,
             n_actions,
             action_dim,
@@ -243,12 +238,8 @@ class HybridDQN:
             low=self.low,
             high=self.high,
             dueling=cfg.dueling,
-        ).to(self.device)
-        self.target = copy.deepcopy(self.online).requires_grad_(False)
-        self.params: list[torch.nn.Parameter] = list(self.online.parameters())
-        self.optimizer = _adam(self.params, cfg)
-        self.updates = 0
-        """Optimizer steps taken; drives the hard target period."""
+        )
+        super().__init__(obs_dim, n_actions, cfg, device=device, network=network)
 
     # --- the loss: a pure function of the current weights and a batch ---------------------
     def loss(self, batch: HybridBatch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -277,48 +268,6 @@ class HybridDQN:
         adv_w = torch.exp(self.beta * td).clamp(max=self.max_weight)
         continuous = (batch.weights * adv_w * mse).mean()
         return discrete + self.cont_weight * continuous, td
-
-    def gradients(self, batch: HybridBatch) -> tuple[list[torch.Tensor], LossInfo]:
-        """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
-        loss, td = self.loss(batch)
-        grads = torch.autograd.grad(loss, self.params)
-        return list(grads), LossInfo(float(loss.detach()), td.cpu().numpy())
-
-    def apply(self, grads: Sequence[torch.Tensor]) -> float:
-        """Clip ``grads`` by global norm, take an optimizer step, move the target network.
-
-        Returns the gradient norm before clipping.
-        """
-        for p, g in zip(self.params, grads):
-            p.grad = g
-        norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
-        self.optimizer.step()
-        for p in self.params:
-            p.grad = None
-        self.updates += 1
-        if self.cfg.target_update == "soft":
-            self.soft_update(self.cfg.tau)
-        elif self.updates % self.cfg.target_period == 0:
-            self.sync_target()
-        return float(norm)
-
-    def update(self, batch: HybridBatch) -> LossInfo:
-        """One full learning step: gradients, then apply."""
-        grads, info = self.gradients(batch)
-        self.apply(grads)
-        return info
-
-    # --- target network -------------------------------------------------------------------
-    @torch.no_grad()
-    def sync_target(self) -> None:
-        """Hard update: copy the online weights into the target network."""
-        for t, p in zip(self.target.parameters(), self.params):
-            t.copy_(p)
-
-    @torch.no_grad()
-    def soft_update(self, tau: float) -> None:
-        """Polyak update: target <- tau * online + (1 - tau) * target."""
-        torch._foreach_lerp_(list(self.target.parameters()), self.params, tau)
 
     # --- acting ---------------------------------------------------------------------------
     @torch.inference_mode()
@@ -357,22 +306,3 @@ class HybridDQN:
         if std > 0:
             x = x + rng.normal(0.0, std, self.action_dim) * (self.high - self.low) / 2
         return int(a[0]), np.clip(x, self.low, self.high).astype(np.float32)
-
-    # --- checkpoints ----------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Online and target weights, optimizer state and the update counter."""
-        return {
-            "online": self.online.state_dict(),
-            "target": self.target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "updates": self.updates,
-        }
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved."""
-        self.online.load_state_dict(state["online"])
-        self.target.load_state_dict(state["target"])
-        # Optimizer.load_state_dict keeps the given tensors when no cast is needed: without
-        # the copy, two learners loaded from one in-memory state would share Adam moments.
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-        self.updates = int(state["updates"])
