@@ -32,6 +32,8 @@ class QNetwork(nn.Module):
             layers += [nn.Linear(width, h), nn.ReLU()]
             width = h
         self.torso = nn.Sequential(*layers)
+        self.width = width
+        """Size of the torso's output (the features heads read)."""
         self.dueling = dueling
         if dueling:
             self.value = nn.Linear(width, 1)
@@ -39,10 +41,13 @@ class QNetwork(nn.Module):
         else:
             self.head = nn.Linear(width, n_actions)
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values of shape (batch, n_actions)."""
-        z = self.torso(obs)
+    def q_values(self, z: torch.Tensor) -> torch.Tensor:
+        """Q-values from torso features ``z`` (shared with heads added by subclasses)."""
         if not self.dueling:
             return self.head(z)
         adv = self.advantage(z)
         return self.value(z) + adv - adv.mean(dim=1, keepdim=True)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values of shape (batch, n_actions)."""
+        return self.q_values(self.torso(obs))

@@ -41,13 +41,14 @@ from torch import nn
 
 from shoal.algos.dqn import DQN
 from shoal.config import DQNConfig
+from shoal.nets import QNetwork
 
 __all__ = ["HybridBatch", "HybridDQN", "HybridQNetwork"]
 
 ArrayLike = float | Sequence[float] | np.ndarray
 
 
-class HybridQNetwork(nn.Module):
+class HybridQNetwork(QNetwork):
     """An MLP torso with two heads: Q-values per discrete action and one continuous action
     per discrete action, squashed into ``[low, high]``.
 
@@ -73,23 +74,11 @@ class HybridQNetwork(nn.Module):
         high: ArrayLike,
         dueling: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(obs_dim, n_actions, hidden=hidden, dueling=dueling)
         lo, hi = _bounds(low, high, action_dim)
         self.n_actions = n_actions
         self.action_dim = action_dim
-        layers: list[nn.Module] = []
-        width = obs_dim
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.ReLU()]
-            width = h
-        self.torso = nn.Sequential(*layers)
-        self.dueling = dueling
-        if dueling:
-            self.value = nn.Linear(width, 1)
-            self.advantage = nn.Linear(width, n_actions)
-        else:
-            self.head = nn.Linear(width, n_actions)
-        self.cont = nn.Linear(width, n_actions * action_dim)
+        self.cont = nn.Linear(self.width, n_actions * action_dim)
         # Buffers so that .to(device) moves them; not persistent, so that state_dict holds
         # only learned weights (the bounds come from the constructor, like the sizes).
         self.register_buffer("act_mid", torch.as_tensor((hi + lo) / 2), persistent=False)
@@ -99,13 +88,8 @@ class HybridQNetwork(nn.Module):
         """Q-values ``(batch, n_actions)`` and continuous actions
         ``(batch, n_actions, action_dim)``."""
         z = self.torso(obs)
-        if self.dueling:
-            adv = self.advantage(z)
-            q = self.value(z) + adv - adv.mean(dim=1, keepdim=True)
-        else:
-            q = self.head(z)
         raw = self.cont(z).view(-1, self.n_actions, self.action_dim)
-        return q, self.act_mid + self.act_half * torch.tanh(raw)
+        return self.q_values(z), self.act_mid + self.act_half * torch.tanh(raw)
 
 
 def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarray, np.ndarray]:
