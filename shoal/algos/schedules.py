@@ -23,5 +23,7 @@ class LinearSchedule:
 
     def __call__(self, t: int) -> float:
         """The value at step ``t``."""
-        frac = min(max(t, 0) / self.steps, 1.0)
+        if t >= self.steps:
+            return self.end  # exactly, not start + 1.0 * (end - start) with its rounding
+        frac = max(t, 0) / self.steps
         return self.start + frac * (self.end - self.start)
