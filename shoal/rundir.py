@@ -18,6 +18,9 @@ class RunDir:
 
     path: Path
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))  # accept a str too
+
     @property
     def config(self) -> Path:
         """The resolved config, as TOML."""
