@@ -70,7 +70,6 @@ def process_collection(workers: int, seconds: float) -> float:
         ],
     )
     runner = ProcessesRunner(cfg, RunDir.create(tempfile.mkdtemp(), "bench"))
-    runner._restart_log = []
     runner._publish()
     runner._slots = [runner._start(w, 0) for w in range(workers)]
     try:

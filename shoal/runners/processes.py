@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 import time
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -275,7 +276,7 @@ class ProcessesRunner:
         slot.conn.close()
         self.restarts += 1
         self._slots[worker] = self._start(worker, slot.incarnation + 1)
-        self._restart_log.append(f"worker {worker}: {why}")
+        print(f"shoal: restarted rollout worker {worker}: {why}", file=sys.stderr)
 
     def _stop_all(self) -> None:
         for slot in self._slots:
@@ -297,7 +298,7 @@ class ProcessesRunner:
                 w = conns[conn]
                 try:
                     ep = conn.recv()
-                except (EOFError, OSError, Exception) as e:  # died, maybe mid-send
+                except Exception as e:  # EOF, a broken pipe or a truncated message: it died
                     self._restart(w, f"pipe failed ({type(e).__name__})")
                     continue
                 self._slots[w].last_heard = time.monotonic()
@@ -431,7 +432,6 @@ class ProcessesRunner:
         def wall() -> float:
             return self.wall_before + time.perf_counter() - t0
 
-        self._restart_log: list[str] = []
         self._publish()
         next_eval = (self.step // r.eval_every + 1) * r.eval_every
         next_ckpt = (self.step // r.checkpoint_every + 1) * r.checkpoint_every
@@ -476,6 +476,7 @@ class ProcessesRunner:
                         "tick",
                         self.step,
                         wall_s=wall(),
+                        restarts=self.restarts,
                         steps_per_s=sps,
                         loss=loss,
                         epsilon=self.epsilon(self.step),
