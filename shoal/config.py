@@ -87,6 +87,11 @@ class DQNConfig:
     """Hidden layer widths of the Q-network MLP."""
     dueling: bool = True
     """Use a dueling head (separate value and advantage streams)."""
+    board: list[int] = param([], gt=0, allow_empty=True)
+    """[height, width, channels] of a board at the start of each observation (stored
+    height x width x channels) to read with convolutions; empty: a plain MLP."""
+    conv: list[int] = param([64, 64], gt=0)
+    """Channels of the 3x3 convolutions over ``board`` (used only when board is set)."""
     double: bool = True
     """Double DQN: pick the next action with the online net, value it with the target net."""
     gamma: float = param(0.99, ge=0.0, le=1.0)
@@ -254,6 +259,11 @@ class Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""
         for section in dataclasses.fields(self):
             validate_fields(getattr(self, section.name), f"{section.name}.")
+        if self.dqn.board and len(self.dqn.board) != 3:
+            raise ConfigError(
+                f"config key 'dqn.board': {self.dqn.board!r} must be [height, width, channels] "
+                "or empty"
+            )
         if self.explore.eps_end > self.explore.eps_start:
             raise ConfigError(
                 f"config key 'explore.eps_end': {self.explore.eps_end} is larger than "
@@ -325,7 +335,7 @@ def _check_rules(key: str, value: Any, rules: typing.Mapping[str, Any]) -> None:
     if value is None:
         return
     if isinstance(value, list):
-        if not value:
+        if not value and not rules.get("allow_empty", False):
             raise ConfigError(f"config key '{key}': must not be empty")
         for i, v in enumerate(value):
             _check_rules(f"{key}[{i}]", v, rules)

@@ -98,3 +98,12 @@ def test_every_field_has_a_docstring_for_help():
             assert docs.get(f.name), f"{section.name}.{f.name} has no docstring"
     text = describe_config()
     assert "dqn.lr" in text and "Adam learning rate" in text
+
+
+def test_board_shape_is_checked():
+    assert load_config(None, ["dqn.board=[6, 7, 2]"]).dqn.board == [6, 7, 2]
+    assert load_config(None).dqn.board == []
+    with pytest.raises(ConfigError, match="dqn.board"):
+        load_config(None, ["dqn.board=[6, 7]"])
+    with pytest.raises(ConfigError, match=r"dqn.board\[1\]"):
+        load_config(None, ["dqn.board=[6, 0, 2]"])

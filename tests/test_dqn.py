@@ -133,3 +133,26 @@ def test_device_resolution():
     assert resolve_device("cpu").type == "cpu"
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert resolve_device("auto").type == expected
+
+
+def test_board_encoder_network_learns_through_the_same_interface():
+    from shoal.nets import BoardEncoder
+
+    torch.manual_seed(0)
+    cfg = DQNConfig(hidden=[16], board=[2, 2, 1], conv=[4])
+    dqn = DQN(4 + 3, 2, cfg, device="cpu")
+    assert isinstance(dqn.online.torso[0], BoardEncoder)
+    rng = np.random.default_rng(0)
+    batch = Batch.from_numpy(
+        {
+            "obs": rng.normal(size=(8, 7)).astype(np.float32),
+            "action": rng.integers(2, size=8),
+            "reward": np.ones(8, np.float32),
+            "next_obs": rng.normal(size=(8, 7)).astype(np.float32),
+            "discount": np.full(8, 0.9, np.float32),
+        },
+        "cpu",
+    )
+    before = [p.clone() for p in dqn.params]
+    dqn.update(batch)
+    assert any(not torch.equal(a, b) for a, b in zip(before, dqn.params))

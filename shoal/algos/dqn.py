@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from shoal.config import DQNConfig
-from shoal.nets import QNetwork
+from shoal.nets import make_q_network
 
 __all__ = [
     "DQN",
@@ -160,7 +160,7 @@ class DQN:
         self.n_actions = n_actions
         self.device = resolve_device(device)
         if network is None:  # a learner with another head (e.g. hybrid) passes its own
-            network = QNetwork(obs_dim, n_actions, hidden=cfg.hidden, dueling=cfg.dueling)
+            network = make_q_network(cfg, obs_dim, n_actions)
         self.online = network.to(self.device)
         self.target = copy.deepcopy(self.online).requires_grad_(False)
         self.params: list[torch.nn.Parameter] = list(self.online.parameters())

@@ -39,7 +39,7 @@ from shoal.envs.connect_four import heuristic_player, play_match, random_player
 from shoal.errors import ShoalError
 from shoal.evaluation import evaluate
 from shoal.metrics import MetricsWriter
-from shoal.nets import QNetwork
+from shoal.nets import make_q_network
 from shoal.plot import plot_run
 from shoal.progress import TrainProgress
 from shoal.rundir import RunDir
@@ -117,7 +117,7 @@ def rollout_worker(
     cfg = load_config(None, values=cfg_values)
     spec = probe_env(cfg.env)
     env = make_env(cfg.env)
-    net = QNetwork(spec.obs_dim, spec.n_actions, hidden=cfg.dqn.hidden, dueling=cfg.dqn.dueling)
+    net = make_q_network(cfg.dqn, spec.obs_dim, spec.n_actions)
     net.requires_grad_(False)
     rng = np.random.default_rng(derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation))
     version, eps = -1, 1.0
