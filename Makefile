@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/sudoku_transfer.py
 	$(PY) benchmarks/learner_threads.py
 	$(PY) benchmarks/rollout_scaling.py
+	$(PY) benchmarks/connect4_selfplay.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
