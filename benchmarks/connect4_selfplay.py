@@ -7,7 +7,7 @@ second player, and prints win/draw/loss rates and the wall time on this machine.
 heuristic's own record against the random player is printed alongside, for scale.
 
 Usage:
-    python benchmarks/connect4_selfplay.py [--steps 200000] [--games 500]
+    python benchmarks/connect4_selfplay.py [--steps 400000] [--games 500]
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from shoal.rundir import RunDir
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=200_000)
+    parser.add_argument("--steps", type=int, default=400_000)
     parser.add_argument("--games", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
