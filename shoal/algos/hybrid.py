@@ -39,7 +39,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shoal.algos.dqn import DQN
+from shoal.algos.dqn import DQN, Batch
 from shoal.config import DQNConfig
 from shoal.nets import QNetwork
 
@@ -106,39 +106,24 @@ def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarra
 
 
 @dataclass
-class HybridBatch:
+class HybridBatch(Batch):
     """A batch of n-step transitions with hybrid actions, as tensors on the learner's device.
 
     As :class:`~shoal.algos.dqn.Batch`, plus ``action_cont``: the continuous part of the
     first action, ``(B, action_dim)`` float32, next to its discrete part ``action``.
     """
 
-    obs: torch.Tensor
-    action: torch.Tensor
     action_cont: torch.Tensor
-    reward: torch.Tensor
-    next_obs: torch.Tensor
-    discount: torch.Tensor
-    weights: torch.Tensor
 
     @classmethod
     def from_numpy(cls, data: Mapping[str, np.ndarray], device: str | torch.device) -> HybridBatch:
         """Convert a replay sample (numpy arrays) to tensors; weights default to ones and a
         1-D ``action_cont`` is read as ``(B, 1)``."""
-
-        def t(x: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-            return torch.as_tensor(x, dtype=dtype).to(device, non_blocking=True)
-
-        n = len(data["action"])
-        weights = data.get("weights")
+        base = Batch.from_numpy(data, device)
+        cont = np.asarray(data["action_cont"]).reshape(len(data["action"]), -1)
         return cls(
-            obs=t(data["obs"], torch.float32),
-            action=t(data["action"], torch.int64),
-            action_cont=t(np.asarray(data["action_cont"]).reshape(n, -1), torch.float32),
-            reward=t(data["reward"], torch.float32),
-            next_obs=t(data["next_obs"], torch.float32),
-            discount=t(data["discount"], torch.float32),
-            weights=t(np.ones(n, np.float32) if weights is None else weights, torch.float32),
+            **vars(base),
+            action_cont=torch.as_tensor(cont, dtype=torch.float32).to(device, non_blocking=True),
         )
 
 
