@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/qtable_throughput.py
 	$(PY) benchmarks/sudoku_transfer.py
 	$(PY) benchmarks/learner_threads.py
+	$(PY) benchmarks/gil_overlap.py
 	$(PY) benchmarks/rollout_scaling.py
 	$(PY) benchmarks/connect4_selfplay.py
 

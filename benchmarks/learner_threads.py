@@ -168,6 +168,7 @@ def main() -> None:
     )
 
     print(f"\n2. end to end: {args.steps} env steps, same updates")
+    end_to_end("serial", 2_000, "none")  # one-time imports (plotting, TensorBoard) first
     for cost, what in (
         ("none", "CartPole as is (5 us steps)"),
         ("sleep", f"+{COST_US} us per step outside the GIL (like a simulator in C)"),

@@ -1,0 +1,213 @@
+"""Why learner threads do not overlap with acting on a CPU: GIL hand-offs, measured.
+
+`learner_threads.py` finds that a learner thread next to the acting thread makes the run
+no faster on CPU. This benchmark measures the cause, side by side in one run, and checks
+whether the obvious remedy (fewer, longer GIL-free calls per update) removes it.
+
+1. **Cost of one learner update** (CartPole preset network, batch 128) alone, then while a
+   second thread runs pure Python (holds the GIL), then while a second thread acts in
+   CartPole with the torch greedy policy (the threads runner's acting thread). With the
+   switch interval at 5 ms, each time the learner has to win the GIL back it waits up to
+   5 ms, so (time per update with a Python thread) / 5 ms counts its GIL hand-offs.
+2. The same for a **compiled learner** (``torch.compile`` with the C++ wrapper: the loss and
+   its gradient in one compiled call, clipping and Adam in another), when a C++ compiler
+   is present. It is an experiment kept here, not a shoal feature.
+3. **End to end**, serial runner vs threads runner (1 learner), 20,000 env steps, for the
+   eager and the compiled learner, with the overlap bound as in `learner_threads.py`.
+
+Usage:
+    python benchmarks/gil_overlap.py [--steps 20000] [--no-compiled]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import gymnasium as gym
+import torch
+from torch.func import functional_call, grad
+
+import shoal.runners.serial as serial_module
+from shoal.algos.dqn import DQN, Batch, LossInfo
+from shoal.build import build_dqn
+from shoal.config import load_config
+from shoal.envs import probe_env
+
+sys.path.insert(0, os.path.dirname(__file__))
+from learner_threads import end_to_end, filled_replay  # noqa: E402
+
+
+class _LossModule(torch.nn.Module):
+    """DQN.loss as a module whose parameters are the online network's, so that
+    ``functional_call`` can differentiate it without a second copy of the loss."""
+
+    def __init__(self, dqn: DQN) -> None:
+        super().__init__()
+        self.online = dqn.online
+        self.dqn = dqn
+
+    def forward(self, *fields: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.dqn.loss(Batch(*fields))
+
+
+class CompiledDQN(DQN):
+    """DQN whose gradients() and apply() are two compiled calls (experiment)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        module = _LossModule(self)
+        names = [f"online.{n}" for n, _ in self.online.named_parameters()]
+        # Detached views: the compiled apply updates the real parameters in place.
+        self._p = [p.detach() for p in self.params]
+        self._m = [torch.zeros_like(p) for p in self._p]
+        self._v = [torch.zeros_like(p) for p in self._p]
+        self._step = torch.zeros(())
+        c = self.cfg
+
+        def loss_of(params: Sequence[torch.Tensor], *fields: torch.Tensor):
+            loss, td = functional_call(module, dict(zip(names, params)), fields)
+            return loss, (loss.detach(), td)
+
+        def grads_fn(params, *fields):
+            g, (loss, td) = grad(loss_of, has_aux=True)(params, *fields)
+            return g, loss, td
+
+        def apply_fn(params, grads, m, v, step):  # Adam (torch.optim.Adam's math)
+            norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
+            norm = torch.linalg.vector_norm(norms)
+            coef = torch.clamp(c.max_grad_norm / (norm + 1e-6), max=1.0)
+            step.add_(1)
+            bc1, bc2 = 1 - 0.9**step, 1 - 0.999**step
+            for p, g, mi, vi in zip(params, grads, m, v):
+                g = g * coef
+                mi.lerp_(g, 0.1)
+                vi.mul_(0.999).addcmul_(g, g, value=0.001)
+                p.sub_(c.lr * mi / bc1 / ((vi.sqrt() / bc2.sqrt()).add_(c.adam_eps)))
+            return norm
+
+        opts = {"cpp_wrapper": True}
+        self._grads = torch.compile(grads_fn, fullgraph=True, dynamic=False, options=opts)
+        self._apply = torch.compile(apply_fn, fullgraph=True, dynamic=False, options=opts)
+        b, d = c.batch_size, self._p[0].shape[1]
+        zeros = (torch.zeros(b, d), torch.zeros(b, dtype=torch.int64), torch.zeros(b))
+        fields = (zeros[0], zeros[1], zeros[2], zeros[0], zeros[2], torch.ones(b))
+        g, _, _ = self._grads(self._p, *fields)  # compile now, outside any timing
+        clone = lambda xs: [x.clone() for x in xs]  # noqa: E731
+        self._apply(clone(self._p), g, clone(self._m), clone(self._v), self._step.clone())
+
+    def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], LossInfo]:
+        fields = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.discount)
+        g, loss, td = self._grads(self._p, *fields, batch.weights)
+        return list(g), LossInfo(float(loss), td.numpy())
+
+    def apply(self, grads: Sequence[torch.Tensor]) -> float:
+        norm = self._apply(self._p, list(grads), self._m, self._v, self._step)
+        self.updates += 1
+        if self.updates % self.cfg.target_period == 0:
+            self.sync_target()
+        return float(norm)
+
+
+def _python_thread(stop: threading.Event) -> None:
+    while not stop.is_set():
+        x = 0
+        for _ in range(100):
+            x += 1
+
+
+def _acting_thread(dqn: DQN) -> Callable[[threading.Event], None]:
+    def act(stop: threading.Event) -> None:
+        torch.set_num_threads(1)
+        env = gym.make("CartPole-v1")
+        obs, _ = env.reset(seed=0)
+        while not stop.is_set():
+            obs, _, term, trunc, _ = env.step(dqn.greedy_one(obs))
+            if term or trunc:
+                obs, _ = env.reset()
+
+    return act
+
+
+def update_cost(dqn: DQN, seconds: float, neighbour: Callable | None) -> float:
+    """Mean microseconds per learner update, with ``neighbour`` running in another thread."""
+    cfg = load_config("cartpole")
+    replay = filled_replay(cfg, probe_env(cfg.env))
+    stop = threading.Event()
+    th = threading.Thread(target=neighbour, args=(stop,)) if neighbour else None
+    for _ in range(20):  # warm-up (a compiled learner may specialise on the first batch)
+        dqn.update(Batch.from_numpy(replay.sample(cfg.dqn.batch_size), "cpu"))
+    if th:
+        th.start()
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        dqn.update(Batch.from_numpy(replay.sample(cfg.dqn.batch_size), "cpu"))
+        n += 1
+    elapsed = time.perf_counter() - t0
+    stop.set()
+    if th:
+        th.join()
+    return 1e6 * elapsed / n
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--no-compiled", action="store_true")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(
+        f"machine: {os.cpu_count()} CPUs, torch {torch.__version__} (1 intra-op thread), "
+        f"Python {platform.python_version()}"
+    )
+    cfg = load_config("cartpole")
+    spec = probe_env(cfg.env)
+    learners: dict[str, type[DQN]] = {"eager": DQN}
+    if not args.no_compiled and shutil.which(os.environ.get("CXX", "g++")):
+        learners["compiled"] = CompiledDQN
+
+    print("\n1-2. microseconds per learner update (switch interval 5 ms)")
+    sys.setswitchinterval(0.005)
+    for name, cls in learners.items():
+        torch.manual_seed(0)
+        t0 = time.perf_counter()
+        dqn = cls(spec.obs_dim, spec.n_actions, cfg.dqn, device="cpu")
+        setup = time.perf_counter() - t0
+        alone = update_cost(dqn, 2.0, None)
+        python = update_cost(dqn, 3.0, _python_thread)
+        acting = update_cost(dqn, 2.0, _acting_thread(dqn))
+        print(
+            f"{name:>9} learner (set-up {setup:.1f} s): alone {alone:,.0f} us; next to a "
+            f"Python thread {python:,.0f} us (~{python / 5000:.1f} GIL hand-offs per "
+            f"update); next to CartPole acting {acting:,.0f} us ({acting / alone:.2f}x)"
+        )
+
+    print(f"\n3. end to end: {args.steps} env steps, CartPole as is, 1 learner thread")
+    end_to_end("serial", 2_000, "none")  # one-time imports (plotting, TensorBoard) first
+    for name, cls in learners.items():
+
+        def build(cfg, spec, cls=cls):
+            return cls(spec.obs_dim, spec.n_actions, cfg.dqn, device="cpu")
+
+        serial_module.build_dqn = build  # the runners build their learner through this
+        wall_s, learn_s, _ = end_to_end("serial", args.steps, "none")
+        act_s = wall_s - learn_s
+        bound = wall_s / max(act_s, learn_s)
+        wall_t, _, _ = end_to_end("threads", args.steps, "none", 1)
+        speedup = wall_s / wall_t
+        print(
+            f"{name:>9} learner: serial {wall_s:.2f} s (t_act {act_s:.2f}, t_learn "
+            f"{learn_s:.2f}, bound {bound:.2f}x); threads {wall_t:.2f} s: {speedup:.2f}x "
+            f"= {speedup / bound:.2f} of the bound"
+        )
+    serial_module.build_dqn = build_dqn
+
+
+if __name__ == "__main__":
+    main()
