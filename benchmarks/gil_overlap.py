@@ -34,7 +34,7 @@ import gymnasium as gym
 import torch
 from torch.func import functional_call, grad
 
-import shoal.runners.serial as serial_module
+import shoal.runners.base as runner_base
 from shoal.algos.dqn import DQN, Batch, LossInfo
 from shoal.build import build_dqn
 from shoal.config import load_config
@@ -195,7 +195,7 @@ def main() -> None:
         def build(cfg, spec, cls=cls):
             return cls(spec.obs_dim, spec.n_actions, cfg.dqn, device="cpu")
 
-        serial_module.build_dqn = build  # the runners build their learner through this
+        runner_base.build_dqn = build  # every runner builds its learner through this
         wall_s, learn_s, _ = end_to_end("serial", args.steps, "none")
         act_s = wall_s - learn_s
         bound = wall_s / max(act_s, learn_s)
@@ -206,7 +206,7 @@ def main() -> None:
             f"{learn_s:.2f}, bound {bound:.2f}x); threads {wall_t:.2f} s: {speedup:.2f}x "
             f"= {speedup / bound:.2f} of the bound"
         )
-    serial_module.build_dqn = build_dqn
+    runner_base.build_dqn = build_dqn
 
 
 if __name__ == "__main__":

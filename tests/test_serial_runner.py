@@ -81,11 +81,11 @@ def test_ctrl_c_saves_checkpoint_and_resume_continues(tmp_path, tiny, monkeypatc
     calls = {"n": 0}
     original = SerialRunner._learn
 
-    def interrupting(self):
+    def interrupting(self, steps):
         calls["n"] += 1
         if calls["n"] == 150:
             raise KeyboardInterrupt
-        return original(self)
+        return original(self, steps)
 
     monkeypatch.setattr(SerialRunner, "_learn", interrupting)
     with pytest.raises(KeyboardInterrupt):

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.algos.dqn import Batch, epsilon_greedy_action, greedy_actions
-from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
+from shoal.algos.dqn import epsilon_greedy_action, greedy_actions
+from shoal.build import build_nstep
 from shoal.checkpoint import save_checkpoint
 from shoal.config import Config, config_to_dict, load_config
 from shoal.envs import make_env, probe_env
@@ -43,7 +43,7 @@ from shoal.nets import make_q_network
 from shoal.plot import plot_run
 from shoal.progress import TrainProgress
 from shoal.rundir import RunDir
-from shoal.runners.serial import TrainResult
+from shoal.runners.base import RunnerBase, TrainResult
 from shoal.seeding import derive_seed
 from shoal.selfplay import OpponentPool
 from shoal.weights import SharedWeightStore
@@ -195,7 +195,7 @@ class _Slot:
     last_heard: float
 
 
-class ProcessesRunner:
+class ProcessesRunner(RunnerBase):
     """Scheme 4: rollout worker processes + one central learner (see the module docstring).
 
     Example:
@@ -205,33 +205,19 @@ class ProcessesRunner:
     """
 
     def __init__(self, cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> None:
-        self.cfg = cfg
-        self.run_dir = run
+        super().__init__(cfg, run)
         p = cfg.processes
         self.workers = p.workers or default_workers()
         self.learning_steps = p.learning_steps_per_batch
-        self.spec = probe_env(cfg.env)
-        if cfg.run.torch_threads > 0:
-            torch.set_num_threads(cfg.run.torch_threads)
-        self.dqn = build_dqn(cfg, self.spec)
-        self.replay = build_replay(cfg, self.spec)
-        self.epsilon = build_epsilon(cfg)
-        self.eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
-        self.step = self.episode = self.batches = self.restarts = 0
-        self.wall_before = 0.0
-        self.last_eval: float | None = None
-        self.solved_step: int | None = None
-        self.solved_wall: float | None = None
+        self.batches = self.restarts = 0
         self.received: set[tuple[int, int, int]] = set()
         """(worker, incarnation, index) of every episode that reached the learner."""
         if resume is not None:
             self.dqn.load_state_dict(resume["dqn"])
             self.replay.load_state_dict(resume["replay"])
             c = resume["counters"]
-            self.step, self.episode, self.batches = c["step"], c["episode"], c["batches"]
-            self.restarts, self.wall_before = c["restarts"], c["wall"]
-            self.last_eval, self.solved_step = c["last_eval"], c["solved_step"]
-            self.solved_wall = c["solved_wall"]
+            self._restore_counters(c)
+            self.batches, self.restarts = c["batches"], c["restarts"]
         template = self.dqn.online.state_dict()
         self.store = SharedWeightStore(template, extras=2)
         sp = cfg.selfplay
@@ -351,15 +337,6 @@ class ProcessesRunner:
         else:
             self.opponents.publish(choice[1], extras=[choice[0]])
 
-    def _learn(self, steps: int) -> float:
-        loss = float("nan")
-        for _ in range(steps):
-            sample = self.replay.sample(self.cfg.dqn.batch_size)
-            info = self.dqn.update(Batch.from_numpy(sample, self.dqn.device))
-            self.replay.update_priorities(sample["indices"], info.td_errors)
-            loss = info.loss
-        return loss
-
     def _state(self, wall: float) -> dict[str, Any]:
         return {
             "config": config_to_dict(self.cfg),
@@ -368,14 +345,9 @@ class ProcessesRunner:
             "rng": {"torch": torch.get_rng_state()},
             **({"pool": self.pool.state_dict()} if self.pool is not None else {}),
             "counters": {
-                "step": self.step,
-                "episode": self.episode,
+                **self._counters(wall),
                 "batches": self.batches,
                 "restarts": self.restarts,
-                "wall": wall,
-                "last_eval": self.last_eval,
-                "solved_step": self.solved_step,
-                "solved_wall": self.solved_wall,
             },
         }
 
@@ -383,20 +355,7 @@ class ProcessesRunner:
         returns = evaluate(
             self.dqn.greedy, self.eval_envs, self.cfg.run.eval_episodes, self.cfg.run.seed
         )
-        self.last_eval = float(returns.mean())
-        metrics.log(
-            "eval",
-            self.step,
-            wall_s=wall,
-            eval_mean=self.last_eval,
-            eval_std=float(returns.std()),
-            updates=self.dqn.updates,
-            restarts=self.restarts,
-            **self._two_player_record(),
-        )
-        stop = self.cfg.run.stop_return
-        if stop is not None and self.last_eval >= stop and self.solved_step is None:
-            self.solved_step, self.solved_wall = self.step, wall
+        self._log_eval(metrics, returns, wall, restarts=self.restarts, **self._two_player_record())
 
     def _close_stores(self) -> None:
         self.store.close()
@@ -512,12 +471,4 @@ class ProcessesRunner:
         metrics.close()
         self._close_stores()
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=f"{self.cfg.env.id} (processes)")
-        return TrainResult(
-            run_dir=str(self.run_dir.path),
-            eval_return=float("nan") if self.last_eval is None else self.last_eval,
-            env_steps=self.step,
-            wall_seconds=wall(),
-            updates=self.dqn.updates,
-            solved_step=self.solved_step,
-            solved_wall_seconds=self.solved_wall,
-        )
+        return self._result(wall())

@@ -16,22 +16,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from shoal.algos.dqn import Batch
-from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
+from shoal.build import build_nstep
 from shoal.checkpoint import save_checkpoint
 from shoal.config import Config, config_to_dict
-from shoal.envs import make_env, probe_env
+from shoal.envs import make_env
 from shoal.evaluation import evaluate
 from shoal.metrics import MetricsWriter
 from shoal.plot import plot_run
 from shoal.progress import TrainProgress
 from shoal.rundir import RunDir
+from shoal.runners.base import RunnerBase, TrainResult
 from shoal.seeding import derive_seed
 
 __all__ = ["SerialRunner", "TrainResult"]
@@ -42,27 +41,7 @@ ACTION_STREAM = 3
 """Seed stream of exploration (epsilon-greedy) draws."""
 
 
-@dataclass(frozen=True)
-class TrainResult:
-    """What a finished run reports."""
-
-    run_dir: str
-    """Where config, metrics, checkpoints and the curve were written."""
-    eval_return: float
-    """Mean greedy return of the final evaluation."""
-    env_steps: int
-    """Env steps taken in training (across resumes)."""
-    wall_seconds: float
-    """Wall-clock seconds of training (across resumes)."""
-    updates: int
-    """Gradient steps taken."""
-    solved_step: int | None
-    """Env step of the first evaluation that reached run.stop_return (None: never)."""
-    solved_wall_seconds: float | None
-    """Wall-clock seconds at that evaluation."""
-
-
-class SerialRunner:
+class SerialRunner(RunnerBase):
     """Runs one training job in the calling thread.
 
     Example:
@@ -72,28 +51,12 @@ class SerialRunner:
     """
 
     def __init__(self, cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> None:
-        self.cfg = cfg
-        self.run_dir = run
-        self.spec = probe_env(cfg.env)
-        if cfg.run.torch_threads > 0:
-            torch.set_num_threads(cfg.run.torch_threads)
-        self.dqn = build_dqn(cfg, self.spec)
-        self.replay = build_replay(cfg, self.spec)
+        super().__init__(cfg, run)
         self.nstep = build_nstep(cfg)
-        self.epsilon = build_epsilon(cfg)
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
         self.env = make_env(cfg.env)
-        n_eval_envs = min(cfg.run.eval_episodes, 32)
-        self.eval_envs = [make_env(cfg.env) for _ in range(n_eval_envs)]
-        # Counters; all of them go into the checkpoint.
-        self.step = 0
-        self.episode = 0
         self.next_checkpoint = cfg.run.checkpoint_every
-        self.wall_before = 0.0
-        self.last_eval: float | None = None
         self.last_eval_step = -1
-        self.solved_step: int | None = None
-        self.solved_wall: float | None = None
         if resume is not None:
             self._restore(resume)
 
@@ -109,14 +72,9 @@ class SerialRunner:
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             },
             "counters": {
-                "step": self.step,
-                "episode": self.episode,
+                **self._counters(wall),
                 "next_checkpoint": self.next_checkpoint,
-                "wall": wall,
-                "last_eval": self.last_eval,
                 "last_eval_step": self.last_eval_step,
-                "solved_step": self.solved_step,
-                "solved_wall": self.solved_wall,
             },
         }
 
@@ -128,10 +86,8 @@ class SerialRunner:
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         c = state["counters"]
-        self.step, self.episode = c["step"], c["episode"]
-        self.next_checkpoint, self.wall_before = c["next_checkpoint"], c["wall"]
-        self.last_eval, self.last_eval_step = c["last_eval"], c["last_eval_step"]
-        self.solved_step, self.solved_wall = c["solved_step"], c["solved_wall"]
+        self._restore_counters(c)
+        self.next_checkpoint, self.last_eval_step = c["next_checkpoint"], c["last_eval_step"]
 
     def _checkpoint(self, wall: float, metrics: MetricsWriter) -> None:
         metrics.flush()
@@ -142,15 +98,6 @@ class SerialRunner:
         obs, _ = self.env.reset(seed=derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.episode))
         return obs
 
-    def _learn(self) -> float:
-        loss = 0.0
-        for _ in range(self.cfg.run.gradient_steps):
-            sample = self.replay.sample(self.cfg.dqn.batch_size)
-            info = self.dqn.update(Batch.from_numpy(sample, self.dqn.device))
-            self.replay.update_priorities(sample["indices"], info.td_errors)
-            loss = info.loss
-        return loss
-
     # --- hooks a parallel runner overrides -------------------------------------------------
     def _act(self, obs: np.ndarray, eps: float) -> int:
         """The behaviour policy's action (serial: the online network itself)."""
@@ -158,7 +105,7 @@ class SerialRunner:
 
     def _on_train_point(self, loss: float) -> float:
         """Called every train_freq steps once learning has started; returns the last loss."""
-        return self._learn()
+        return self._learn(self.cfg.run.gradient_steps)
 
     def _finish_learning(self) -> None:
         """Called when acting ends normally: a parallel runner completes the scheduled
@@ -182,21 +129,8 @@ class SerialRunner:
         )
         # Read the clock after the evaluation: time-to-solve includes the evaluation
         # that showed it.
-        wall = clock()
-        mean = float(returns.mean())
-        self.last_eval, self.last_eval_step = mean, self.step
-        metrics.log(
-            "eval",
-            self.step,
-            wall_s=wall,
-            eval_mean=mean,
-            eval_std=float(returns.std()),
-            updates=self.dqn.updates,
-        )
-        stop = self.cfg.run.stop_return
-        if stop is not None and mean >= stop and self.solved_step is None:
-            self.solved_step, self.solved_wall = self.step, wall
-        return mean
+        self.last_eval_step = self.step
+        return self._log_eval(metrics, returns, clock())
 
     def run(self) -> TrainResult:
         """Train until ``total_steps`` (finishing the episode) or until solved."""
@@ -292,15 +226,7 @@ class SerialRunner:
         finally:
             metrics.close()
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=f"{self.cfg.env.id} (serial)")
-        return TrainResult(
-            run_dir=str(self.run_dir.path),
-            eval_return=float("nan") if self.last_eval is None else self.last_eval,
-            env_steps=self.step,
-            wall_seconds=wall(),
-            updates=self.dqn.updates,
-            solved_step=self.solved_step,
-            solved_wall_seconds=self.solved_wall,
-        )
+        return self._result(wall())
 
     def _end_partial_episode(self, ep_len: int) -> None:
         """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
