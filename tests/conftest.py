@@ -1,6 +1,8 @@
-"""Shared fixtures: tiny, fast configs for runner and CLI tests."""
+"""Shared fixtures: tiny, fast configs for runner and CLI tests; shared-memory leak checks."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
@@ -35,15 +37,29 @@ def tiny(tmp_path):
     return make
 
 
+def _shm_names() -> set[str]:
+    return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_")}
+
+
+@pytest.fixture
+def shm_names():
+    """A function returning the names of shoal's shared-memory segments right now."""
+    return _shm_names
+
+
+@pytest.fixture
+def no_shm_leak():
+    """This test leaves no shared-memory segment behind (modules that create segments use
+    it on every test, so a leak fails the test that caused it)."""
+    before = _shm_names()
+    yield
+    assert _shm_names() - before == set(), "a test leaked a shared-memory segment"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_leaked_shared_memory():
     """No test may leave a shared-memory segment behind (checked once, at the end)."""
-    import os
-
-    def names() -> set[str]:
-        return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_")}
-
-    before = names()
+    before = _shm_names()
     yield
-    leaked = names() - before
+    leaked = _shm_names() - before
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"

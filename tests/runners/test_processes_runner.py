@@ -23,10 +23,6 @@ from shoal.weights import SharedWeightStore
 pytestmark = pytest.mark.timeout(240)
 
 
-def shm_names():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_w_")}
-
-
 def make_runner(tmp_path, tiny, **extra):
     cfg = load_config("cartpole", tiny(run__runner="processes", processes__workers=2, **extra))
     return ProcessesRunner(cfg, RunDir.create(tmp_path, "p", tmp_path / "run"))
@@ -45,7 +41,7 @@ def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
     assert mp.active_children() == []
 
 
-def test_sigkill_of_a_worker_is_survived(tmp_path, tiny):
+def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
     before = shm_names()
     runner = make_runner(tmp_path, tiny, run__total_steps=4000, processes__episodes_per_batch=2)
     killed = []

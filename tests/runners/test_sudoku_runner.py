@@ -1,7 +1,5 @@
 """The parallel Sudoku solver: agreement with the serial oracle, files, learning, errors."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -16,18 +14,7 @@ from shoal.tabular import LocalQTable, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import make_encoder
 
-pytestmark = pytest.mark.timeout(180)
-
-
-def shm_names():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_qt_")}
-
-
-@pytest.fixture(autouse=True)
-def no_leaks():
-    before = shm_names()
-    yield
-    assert shm_names() - before == set()
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("no_shm_leak")]
 
 
 @pytest.mark.parametrize("encoder", ["local", "exact"])

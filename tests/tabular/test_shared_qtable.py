@@ -1,7 +1,6 @@
 """SharedQTable: exactness against the in-process oracle, concurrency (hot keys, insert
 races) across processes, attach/detach, capacity, files, and shared-memory cleanup."""
 
-import os
 import subprocess
 import sys
 
@@ -18,19 +17,8 @@ from shoal.tabular import (
 )
 from shoal.tabular.stress import hammer, run_workers
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_shm_leak")]
 LOCKED = ["global", "striped"]
-
-
-def shm_names():
-    return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_qt_")}
-
-
-@pytest.fixture(autouse=True)
-def no_leaks():
-    before = shm_names()
-    yield
-    assert shm_names() - before == set(), "a test leaked a shared-memory segment"
 
 
 def sorted_snapshot(table):
@@ -118,7 +106,7 @@ def test_hogwild_may_lose_but_never_gains():
         assert table.total_visits() <= 40000
 
 
-def test_attach_sees_the_same_memory_and_detach_keeps_it():
+def test_attach_sees_the_same_memory_and_detach_keeps_it(shm_names):
     with SharedQTable(100) as owner:
         other = SharedQTable.attach(owner.handle)
         assert not other.owner and owner.owner
@@ -188,7 +176,7 @@ def test_pickling_outside_spawn_is_refused():
 
 
 @pytest.mark.parametrize("how", ["exception", "sigkill", "sigkill-after-child-attached"])
-def test_segment_released_when_owner_crashes(how, tmp_path):
+def test_segment_released_when_owner_crashes(how, tmp_path, shm_names):
     code = (
         "import os, signal, sys, multiprocessing as mp\n"
         "from shoal.tabular import SharedQTable\n"
