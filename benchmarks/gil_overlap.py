@@ -135,19 +135,18 @@ def _acting_thread(dqn: DQN) -> Callable[[threading.Event], None]:
     return act
 
 
-def update_cost(dqn: DQN, seconds: float, neighbour: Callable | None) -> float:
+def update_cost(dqn: DQN, replay, seconds: float, neighbour: Callable | None) -> float:
     """Mean microseconds per learner update, with ``neighbour`` running in another thread."""
-    cfg = load_config("cartpole")
-    replay = filled_replay(cfg, probe_env(cfg.env))
+    cfg = dqn.cfg
     stop = threading.Event()
     th = threading.Thread(target=neighbour, args=(stop,)) if neighbour else None
     for _ in range(20):  # warm-up (a compiled learner may specialise on the first batch)
-        dqn.update(Batch.from_numpy(replay.sample(cfg.dqn.batch_size), "cpu"))
+        dqn.update(Batch.from_numpy(replay.sample(cfg.batch_size), "cpu"))
     if th:
         th.start()
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        dqn.update(Batch.from_numpy(replay.sample(cfg.dqn.batch_size), "cpu"))
+        dqn.update(Batch.from_numpy(replay.sample(cfg.batch_size), "cpu"))
         n += 1
     elapsed = time.perf_counter() - t0
     stop.set()
@@ -173,15 +172,16 @@ def main() -> None:
         learners["compiled"] = CompiledDQN
 
     print("\n1-2. microseconds per learner update (switch interval 5 ms)")
+    replay = filled_replay(cfg, spec)
     sys.setswitchinterval(0.005)
     for name, cls in learners.items():
         torch.manual_seed(0)
         t0 = time.perf_counter()
         dqn = cls(spec.obs_dim, spec.n_actions, cfg.dqn, device="cpu")
         setup = time.perf_counter() - t0
-        alone = update_cost(dqn, 2.0, None)
-        python = update_cost(dqn, 3.0, _python_thread)
-        acting = update_cost(dqn, 2.0, _acting_thread(dqn))
+        alone = update_cost(dqn, replay, 2.0, None)
+        python = update_cost(dqn, replay, 3.0, _python_thread)
+        acting = update_cost(dqn, replay, 2.0, _acting_thread(dqn))
         print(
             f"{name:>9} learner (set-up {setup:.1f} s): alone {alone:,.0f} us; next to a "
             f"Python thread {python:,.0f} us (~{python / 5000:.1f} GIL hand-offs per "
