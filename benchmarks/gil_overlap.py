@@ -14,6 +14,8 @@ whether the obvious remedy (fewer, longer GIL-free calls per update) removes it.
    is present. It is an experiment kept here, not a shoal feature.
 3. **End to end**, serial runner vs threads runner (1 learner), 20,000 env steps, for the
    eager and the compiled learner, with the overlap bound as in `learner_threads.py`.
+4. **The cores are not the limit**: ``torch.mm`` calls per second in one process alone,
+   then in two processes side by side.
 
 Usage:
     python benchmarks/gil_overlap.py [--steps 20000] [--no-compiled]
@@ -29,6 +31,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
 
 import gymnasium as gym
 import torch
@@ -155,6 +159,17 @@ def update_cost(dqn: DQN, replay, seconds: float, neighbour: Callable | None) ->
     return 1e6 * elapsed / n
 
 
+def _mm_rate(seconds: float = 2.0) -> float:
+    torch.set_num_threads(1)
+    a, w = torch.randn(256, 128), torch.randn(128, 128)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        for _ in range(100):
+            torch.mm(a, w)
+        n += 100
+    return n / (time.perf_counter() - t0)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20_000)
@@ -207,6 +222,16 @@ def main() -> None:
             f"= {speedup / bound:.2f} of the bound"
         )
     runner_base.build_dqn = build_dqn
+
+    print("\n4. torch.mm (256x128 @ 128x128) calls/s: one process, then two side by side")
+    alone = _mm_rate()
+    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
+        pool.submit(_mm_rate, 0.1).result()  # start-up outside the measurement
+        pair = [f.result() for f in [pool.submit(_mm_rate) for _ in range(2)]]
+    print(
+        f"one process {alone:,.0f}/s; two processes {pair[0]:,.0f} and {pair[1]:,.0f}/s "
+        f"({min(pair) / alone:.2f}x of alone)"
+    )
 
 
 if __name__ == "__main__":
