@@ -9,7 +9,7 @@ training until the first greedy evaluation whose mean return over 20 episodes is
 - ``sb3-ppo``: SB3 PPO with default hyperparameters, MlpPolicy (100k step budget, since
   the defaults need more env steps).
 
-Why it is fair: every method uses the same evaluation protocol, ``shoal.evaluation.evaluate``
+Why it is fair: every method uses the same evaluation protocol, ``shoal.run.evaluation.evaluate``
 with the run's seed on 20 ``CartPole-v1`` envs (so all see the same 20 starts), every
 1000 env steps, and stops at the first evaluation that solves. The clock starts when
 training starts (process start, imports and model/env construction are excluded) and
@@ -128,7 +128,7 @@ def run_sb3(method: str, seed: int) -> RunResult:
     from stable_baselines3 import DQN, PPO
     from stable_baselines3.common.callbacks import BaseCallback
 
-    from shoal.evaluation import evaluate
+    from shoal.run.evaluation import evaluate
 
     threads = torch.get_num_threads()  # torch's default; set explicitly so it is on record
     torch.set_num_threads(threads)

@@ -20,12 +20,12 @@ import time
 import numpy as np
 
 import shoal
-from shoal.build import build_dqn
-from shoal.checkpoint import load_checkpoint
+from shoal.agent.builder import build_dqn
 from shoal.config import load_config
 from shoal.envs import probe_env
 from shoal.envs.connect_four import heuristic_player, play_match, random_player
-from shoal.rundir import RunDir
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
 
 
 def main() -> None:

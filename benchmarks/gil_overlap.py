@@ -39,8 +39,8 @@ import torch
 from torch.func import functional_call, grad
 
 import shoal.runners.base as runner_base
-from shoal.algos.dqn import DQN, Batch, LossInfo
-from shoal.build import build_dqn
+from shoal.agent.builder import build_dqn
+from shoal.agent.dqn import DQN, Batch, LossInfo
 from shoal.config import load_config
 from shoal.envs import probe_env
 

@@ -31,15 +31,15 @@ import time
 import numpy as np
 import torch
 
-from shoal.algos.dqn import DQN, Batch
-from shoal.build import build_replay
+from shoal.agent.builder import build_replay
+from shoal.agent.dqn import DQN, Batch
 from shoal.config import load_config
 from shoal.envs import probe_env
-from shoal.locked_replay import LockedReplay
-from shoal.rundir import RunDir
+from shoal.run.directory import RunDir
 from shoal.runners.serial import SerialRunner
 from shoal.runners.threads import ThreadsRunner
-from shoal.rwlock import RWLock
+from shoal.sync.locked_replay import LockedReplay
+from shoal.sync.rwlock import RWLock
 
 
 def filled_replay(cfg, spec) -> LockedReplay:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.algos.qlearning import constant
+from shoal.agent.qlearning import constant
 from shoal.tabular import LOCK_MODES, SharedQTable, pair_keys
 from shoal.tabular.stress import hammer, run_workers
 

@@ -30,12 +30,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.build import build_dqn, build_epsilon, build_nstep, build_replay
+from shoal.agent.builder import build_dqn, build_epsilon, build_nstep, build_replay
 from shoal.config import load_config
 from shoal.envs import make_env, probe_env
-from shoal.rundir import RunDir
+from shoal.run.directory import RunDir
 from shoal.runners.processes import ProcessesRunner
-from shoal.weights import SharedWeightStore
+from shoal.sync.weights import SharedWeightStore
 
 COST = ["env.step_cost_us=200", "env.step_cost_kind=spin", "env.max_episode_steps=200"]
 

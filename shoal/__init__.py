@@ -31,11 +31,11 @@ _LAZY = {
     "load_config": "shoal.config",
     "preset_names": "shoal.config",
     "ShoalError": "shoal.errors",
-    "TrainResult": "shoal.runs",
-    "evaluate_run": "shoal.runs",
-    "plot": "shoal.runs",
-    "train": "shoal.runs",
-    "train_dqn": "shoal.runs",
+    "TrainResult": "shoal.api",
+    "evaluate_run": "shoal.api",
+    "plot": "shoal.api",
+    "train": "shoal.api",
+    "train_dqn": "shoal.api",
 }
 
 

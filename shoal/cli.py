@@ -155,7 +155,7 @@ def _describe(obj: object) -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from shoal.runs import train
+    from shoal.api import train
 
     overrides = list(args.overrides)
     shortcuts = {
@@ -208,7 +208,7 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _eval(args: argparse.Namespace) -> int:
-    from shoal.runs import evaluate_run
+    from shoal.api import evaluate_run
 
     returns = evaluate_run(args.run_dir, args.episodes, args.seed)
     print(
@@ -219,7 +219,7 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from shoal.runs import plot
+    from shoal.api import plot
 
     print(plot(args.run_dir))
     return 0

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from shoal.cli import main
-from shoal.rundir import RunDir
+from shoal.run.directory import RunDir
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,7 +1,7 @@
 """HybridTarget: a tiny env whose action is a discrete choice plus a continuous value.
 
 It exists to test hybrid (discrete + continuous) learners such as
-:class:`~shoal.algos.hybrid.HybridDQN`: it is pure numpy, steps in microseconds, and
+:class:`~shoal.agent.hybrid.HybridDQN`: it is pure numpy, steps in microseconds, and
 doing well takes both parts of the action, so a learner that gets only one of them right
 scores visibly less. Importing this module registers it with gymnasium as
 ``"shoal/HybridTarget-v0"``.

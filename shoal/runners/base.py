@@ -14,12 +14,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.algos.dqn import Batch
-from shoal.build import build_dqn, build_epsilon, build_replay
+from shoal.agent.builder import build_dqn, build_epsilon, build_replay
+from shoal.agent.dqn import Batch
 from shoal.config import Config
 from shoal.envs import make_env, probe_env
-from shoal.metrics import MetricsWriter
-from shoal.rundir import RunDir
+from shoal.run.directory import RunDir
+from shoal.run.metrics import MetricsWriter
 
 __all__ = ["RunnerBase", "TrainResult"]
 

@@ -6,7 +6,7 @@ learner (the caller's process) owns the replay buffer, the networks and the opti
 gathers ``episodes_per_batch`` episodes from each worker, adds them to replay through the
 n-step writer, takes ``learning_steps_per_batch`` gradient steps, and publishes the
 weights together with the batch's exploration epsilon into a shared-memory
-:class:`~shoal.weights.SharedWeightStore`, from which every worker pulls before its next
+:class:`~shoal.sync.weights.SharedWeightStore`, from which every worker pulls before its next
 episode (so all workers explore with the same epsilon, optionally spread Ape-X style).
 
 Only whole episodes travel, so a worker that dies (an exception or SIGKILL) loses at most
@@ -30,23 +30,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.algos.dqn import epsilon_greedy_action, greedy_actions
-from shoal.build import build_nstep
-from shoal.checkpoint import save_checkpoint
+from shoal.agent.builder import build_nstep
+from shoal.agent.dqn import epsilon_greedy_action, greedy_actions
+from shoal.agent.networks import make_q_network
 from shoal.config import Config, config_to_dict, load_config
 from shoal.envs import make_env, probe_env
 from shoal.envs.connect_four import heuristic_player, play_match, random_player
 from shoal.errors import ShoalError
-from shoal.evaluation import evaluate
-from shoal.metrics import MetricsWriter
-from shoal.nets import make_q_network
-from shoal.plot import plot_run
-from shoal.progress import TrainProgress
-from shoal.rundir import RunDir
+from shoal.games.selfplay import OpponentPool
+from shoal.run.checkpoint import save_checkpoint
+from shoal.run.curve import plot_run
+from shoal.run.directory import RunDir
+from shoal.run.evaluation import evaluate
+from shoal.run.metrics import MetricsWriter
+from shoal.run.progress import TrainProgress
+from shoal.run.seeding import derive_seed
 from shoal.runners.base import RunnerBase, TrainResult
-from shoal.seeding import derive_seed
-from shoal.selfplay import OpponentPool
-from shoal.weights import SharedWeightStore
+from shoal.sync.weights import SharedWeightStore
 
 __all__ = ["Episode", "ProcessesRunner", "check_selfplay", "default_workers"]
 

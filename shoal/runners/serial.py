@@ -21,17 +21,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.build import build_nstep
-from shoal.checkpoint import save_checkpoint
+from shoal.agent.builder import build_nstep
 from shoal.config import Config, config_to_dict
 from shoal.envs import make_env
-from shoal.evaluation import evaluate
-from shoal.metrics import MetricsWriter
-from shoal.plot import plot_run
-from shoal.progress import TrainProgress
-from shoal.rundir import RunDir
+from shoal.run.checkpoint import save_checkpoint
+from shoal.run.curve import plot_run
+from shoal.run.directory import RunDir
+from shoal.run.evaluation import evaluate
+from shoal.run.metrics import MetricsWriter
+from shoal.run.progress import TrainProgress
+from shoal.run.seeding import derive_seed
 from shoal.runners.base import RunnerBase, TrainResult
-from shoal.seeding import derive_seed
 
 __all__ = ["SerialRunner", "TrainResult"]
 

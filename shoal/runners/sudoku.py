@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
-from shoal.algos.qlearning import make_alpha
+from shoal.agent.qlearning import make_alpha
 from shoal.config import param, validate_fields
 from shoal.envs.sudoku import SudokuEnv
 from shoal.envs.sudoku_puzzles import format_puzzle, save_puzzles
 from shoal.errors import ConfigError, RunDirError, ShoalError
-from shoal.progress import TrainProgress
-from shoal.seeding import derive_seed
+from shoal.run.progress import TrainProgress
+from shoal.run.seeding import derive_seed
 from shoal.tabular import LOCK_MODES, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import ENCODERS, make_encoder

@@ -11,7 +11,7 @@ Here each learner thread
    gradients of ``grad_accum_steps`` micro-batches with ``torch.autograd.grad``, forward
    and backward both inside the lock, without touching ``.grad``,
 3. under the **write lock** (alone) averages them, clips, steps the optimizer and moves
-   the target network (:meth:`~shoal.algos.dqn.DQN.apply`),
+   the target network (:meth:`~shoal.agent.dqn.DQN.apply`),
 4. every ``sync_every`` updates copies the weights, under the read lock, into a versioned
    store from which the acting thread's inference copy pulls.
 
@@ -37,14 +37,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.algos.dqn import Batch, epsilon_greedy_action, greedy_actions
+from shoal.agent.dqn import Batch, epsilon_greedy_action, greedy_actions
 from shoal.config import Config
-from shoal.locked_replay import LockedReplay
-from shoal.metrics import MetricsWriter
-from shoal.rundir import RunDir
+from shoal.run.directory import RunDir
+from shoal.run.metrics import MetricsWriter
 from shoal.runners.serial import SerialRunner, TrainResult
-from shoal.rwlock import RWLock
-from shoal.weights import LocalWeightStore
+from shoal.sync.locked_replay import LockedReplay
+from shoal.sync.rwlock import RWLock
+from shoal.sync.weights import LocalWeightStore
 
 __all__ = ["LearnerThreadError", "ThreadsRunner"]
 

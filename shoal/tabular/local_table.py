@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.algos.qlearning import AlphaSchedule
+from shoal.agent.qlearning import AlphaSchedule
 
 __all__ = ["LocalQTable"]
 
@@ -14,7 +14,7 @@ class LocalQTable:
     :class:`~shoal.tabular.SharedQTable` (no locks, no capacity limit, one process).
 
     Example:
-        >>> from shoal.algos.qlearning import inverse_count
+        >>> from shoal.agent.qlearning import inverse_count
         >>> t = LocalQTable()
         >>> t.update(5, 2.0, inverse_count()), t.update(5, 4.0, inverse_count())
         (2.0, 3.0)

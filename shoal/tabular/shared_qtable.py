@@ -31,7 +31,7 @@ and the locks) and only detach.
 
 Example:
     >>> import numpy as np
-    >>> from shoal.algos.qlearning import inverse_count
+    >>> from shoal.agent.qlearning import inverse_count
     >>> from shoal.tabular.keys import pair_keys
     >>> with SharedQTable(1000, lock="striped") as table:
     ...     keys = pair_keys(np.uint64(42), np.arange(3))
@@ -56,9 +56,9 @@ from typing import Any
 
 import numpy as np
 
-from shoal.algos.qlearning import AlphaSchedule
+from shoal.agent.qlearning import AlphaSchedule
 from shoal.errors import ShoalError
-from shoal.shared_segments import attach_segment, release_segment
+from shoal.sync.segments import attach_segment, release_segment
 from shoal.tabular.keys import EMPTY
 
 __all__ = ["LOCK_MODES", "SharedQTable", "TableFileError", "TableFullError", "TableHandle"]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.algos.qlearning import constant
+from shoal.agent.qlearning import constant
 from shoal.tabular.shared_qtable import SharedQTable, TableHandle
 
 __all__ = ["hammer", "run_workers"]

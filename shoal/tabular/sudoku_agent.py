@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shoal.algos.qlearning import AlphaSchedule, count_bonus, epsilon_greedy, harmonic
+from shoal.agent.qlearning import AlphaSchedule, count_bonus, epsilon_greedy, harmonic
 
 __all__ = ["EpisodeResult", "SudokuQAgent"]
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from shoal.algos.dqn import DQN, Batch, epsilon_greedy_action, greedy_actions
+from shoal.agent.dqn import DQN, Batch, epsilon_greedy_action, greedy_actions
 from shoal.config import DQNConfig
 from shoal.envs.connect_four import (
     COLS,

@@ -16,9 +16,9 @@ import torch
 
 import shoal
 from shoal.config import load_config
-from shoal.rundir import RunDir
+from shoal.run.directory import RunDir
 from shoal.runners.processes import ProcessesRunner
-from shoal.weights import SharedWeightStore
+from shoal.sync.weights import SharedWeightStore
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -87,7 +87,7 @@ def test_ctrl_c_stops_workers_and_checkpoints(tmp_path, tiny, monkeypatch):
 READER = r"""
 import json, sys
 import numpy as np
-from shoal.weights import SharedWeightStore, SharedWeightsHandle
+from shoal.sync.weights import SharedWeightStore, SharedWeightsHandle
 h = json.loads(sys.argv[1])
 spec = tuple((k, tuple(s)) for k, s in h["spec"])
 store = SharedWeightStore.attach(SharedWeightsHandle(h["name"], spec, h["extras"]))
@@ -168,7 +168,7 @@ def test_train_dqn_api(tmp_path):
         run_dir=tmp_path / "run",
     )
     assert result.updates > 0 and result.updates % 6 == 0  # whole batches of 2 x 3
-    rows = shoal.metrics.read_metrics(RunDir(tmp_path / "run").metrics)
+    rows = shoal.run.metrics.read_metrics(RunDir(tmp_path / "run").metrics)
     assert sum(r["kind"] == "episode" for r in rows) == 30
     cfg = (tmp_path / "run" / "config.toml").read_text()
     assert "learning_steps_per_batch = 6" in cfg and "max_episodes = 30" in cfg

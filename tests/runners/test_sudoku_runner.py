@@ -3,13 +3,13 @@
 import numpy as np
 import pytest
 
-from shoal.algos.qlearning import make_alpha
+from shoal.agent.qlearning import make_alpha
 from shoal.cli import main
 from shoal.envs.sudoku import SudokuEnv
 from shoal.envs.sudoku_puzzles import bundled_puzzles
 from shoal.errors import RunDirError, ShoalError
+from shoal.run.seeding import derive_seed
 from shoal.runners.sudoku import SudokuConfig, solve_sudoku, train_sudoku
-from shoal.seeding import derive_seed
 from shoal.tabular import LocalQTable, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import make_encoder

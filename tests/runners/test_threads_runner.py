@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import shoal
-from shoal.algos.dqn import DQN, Batch
-from shoal.checkpoint import load_checkpoint
+from shoal.agent.dqn import DQN, Batch
 from shoal.config import DQNConfig
-from shoal.locked_replay import LockedReplay
 from shoal.replay import ReplayBuffer
-from shoal.rundir import RunDir
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
 from shoal.runners.threads import LearnerThreadError, ThreadsRunner
-from shoal.rwlock import RWLock
+from shoal.sync.locked_replay import LockedReplay
+from shoal.sync.rwlock import RWLock
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -156,7 +156,7 @@ def test_four_learner_threads_ten_thousand_updates(tmp_path, tiny):
     assert result.updates >= 10_000
     rows = [
         r
-        for r in shoal.metrics.read_metrics(RunDir(tmp_path / "r").metrics)
+        for r in shoal.run.metrics.read_metrics(RunDir(tmp_path / "r").metrics)
         if r["kind"] == "tick" and r["staleness_mean"]
     ]
     assert rows and all(float(r["read_wait_ms"]) >= 0 for r in rows)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from shoal.algos.qlearning import (
+from shoal.agent.qlearning import (
     constant,
     count_bonus,
     epsilon_greedy,

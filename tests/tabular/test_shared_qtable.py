@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from shoal.algos.qlearning import constant, harmonic, inverse_count
+from shoal.agent.qlearning import constant, harmonic, inverse_count
 from shoal.tabular import (
     LocalQTable,
     SharedQTable,

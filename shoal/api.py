@@ -15,14 +15,14 @@ from pathlib import Path
 
 import numpy as np
 
-from shoal.build import build_dqn
-from shoal.checkpoint import load_checkpoint
+from shoal.agent.builder import build_dqn
 from shoal.config import Config, config_to_dict, load_config, save_config
 from shoal.envs import make_env, probe_env
 from shoal.errors import ConfigError
-from shoal.evaluation import evaluate
-from shoal.plot import plot_run
-from shoal.rundir import RunDir
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.curve import plot_run
+from shoal.run.directory import RunDir
+from shoal.run.evaluation import evaluate
 from shoal.runners.processes import ProcessesRunner, check_selfplay
 from shoal.runners.serial import SerialRunner, TrainResult
 from shoal.runners.threads import ThreadsRunner

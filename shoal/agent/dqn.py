@@ -33,8 +33,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shoal.agent.networks import make_q_network
 from shoal.config import DQNConfig
-from shoal.nets import make_q_network
 
 __all__ = [
     "DQN",

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.shared_segments import attach_segment, release_segment
+from shoal.sync.segments import attach_segment, release_segment
 
 __all__ = ["LocalWeightStore", "SharedWeightStore", "SharedWeightsHandle"]
 

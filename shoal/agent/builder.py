@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from shoal.algos.dqn import DQN
-from shoal.algos.schedules import LinearSchedule
+from shoal.agent.dqn import DQN
+from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.replay import NStepWriter, ReplayBuffer
-from shoal.seeding import derive_seed
+from shoal.run.seeding import derive_seed
 
 __all__ = ["REPLAY_STREAM", "build_dqn", "build_epsilon", "build_nstep", "build_replay"]
 

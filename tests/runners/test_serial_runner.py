@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import shoal
-from shoal.checkpoint import load_checkpoint
-from shoal.metrics import read_metrics
-from shoal.rundir import RunDir
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
 from shoal.runners.serial import SerialRunner
 
 pytestmark = pytest.mark.timeout(120)

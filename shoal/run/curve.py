@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shoal.metrics import read_metrics
+from shoal.run.metrics import read_metrics
 
 __all__ = ["plot_run"]
 

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 import shoal
-from shoal.metrics import read_metrics
-from shoal.rundir import RunDir
-from shoal.selfplay import OpponentPool
+from shoal.games.selfplay import OpponentPool
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
 
 pytestmark = pytest.mark.timeout(240)
 

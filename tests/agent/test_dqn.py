@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from shoal.algos.dqn import DQN, Batch, resolve_device
-from shoal.algos.schedules import LinearSchedule
+from shoal.agent.dqn import DQN, Batch, resolve_device
+from shoal.agent.schedules import LinearSchedule
 from shoal.config import DQNConfig
 
 
@@ -136,7 +136,7 @@ def test_device_resolution():
 
 
 def test_board_encoder_network_learns_through_the_same_interface():
-    from shoal.nets import BoardEncoder
+    from shoal.agent.networks import BoardEncoder
 
     torch.manual_seed(0)
     cfg = DQNConfig(hidden=[16], board=[2, 2, 1], conv=[4])

@@ -5,13 +5,13 @@ one of K discrete actions and a continuous parameter for it (a P-DQN-style head,
 without a critic over the continuous part). One network gives
 
 * Q-values ``Q(s, k)`` for the K discrete actions, learned exactly as
-  :class:`~shoal.algos.dqn.DQN` learns them (double-DQN n-step Huber loss with importance
+  :class:`~shoal.agent.dqn.DQN` learns them (double-DQN n-step Huber loss with importance
   weights). ``Q(s, k)`` is the value of choosing ``k`` with the continuous values the
   behaviour policy used;
 * a continuous action ``mu(s, k)`` for each k, squashed by tanh into ``[low, high]``,
   learned by advantage-weighted regression onto the continuous actions that were taken.
 
-:class:`HybridDQN` is a :class:`~shoal.algos.dqn.DQN` with another network and loss: it
+:class:`HybridDQN` is a :class:`~shoal.agent.dqn.DQN` with another network and loss: it
 inherits side-effect-free ``gradients``, ``apply``, ``update``, target updates and
 checkpoints, and its ``greedy`` and ``act`` return both parts of the action.
 
@@ -39,9 +39,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shoal.algos.dqn import DQN, Batch
+from shoal.agent.dqn import DQN, Batch
+from shoal.agent.networks import QNetwork
 from shoal.config import DQNConfig
-from shoal.nets import QNetwork
 
 __all__ = ["HybridBatch", "HybridDQN", "HybridQNetwork"]
 
@@ -54,7 +54,8 @@ class HybridQNetwork(QNetwork):
 
     The continuous head is ``low + (tanh(z) + 1) / 2 * (high - low)``, so its outputs are
     always valid actions and its gradients vanish smoothly at the bounds. ``dueling``
-    splits the Q head into value and advantage streams as in :class:`~shoal.nets.QNetwork`.
+    splits the Q head into value and advantage streams as in
+    :class:`~shoal.agent.networks.QNetwork`.
 
     Example:
         >>> net = HybridQNetwork(4, 3, 2, hidden=[32], low=-1.0, high=[1.0, 2.0])
@@ -109,7 +110,7 @@ def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarra
 class HybridBatch(Batch):
     """A batch of n-step transitions with hybrid actions, as tensors on the learner's device.
 
-    As :class:`~shoal.algos.dqn.Batch`, plus ``action_cont``: the continuous part of the
+    As :class:`~shoal.agent.dqn.Batch`, plus ``action_cont``: the continuous part of the
     first action, ``(B, action_dim)`` float32, next to its discrete part ``action``.
     """
 
@@ -134,7 +135,7 @@ class HybridDQN(DQN):
 
         ``huber(td) + cont_weight * mean(is_weight * w * mse)``
 
-    where the first term is :class:`~shoal.algos.dqn.DQN`'s loss, unchanged, and
+    where the first term is :class:`~shoal.agent.dqn.DQN`'s loss, unchanged, and
     ``mse = mean_j ((mu_j(s, a) - x_j) / half_range_j) ** 2`` compares the head's continuous
     action for the *taken* discrete action ``a`` with the taken continuous action ``x``, in
     units of the box's half-range so that ``cont_weight`` does not depend on the bounds.

@@ -11,8 +11,8 @@ import torch
 from gymnasium.utils.env_checker import check_env
 
 import shoal.envs.hybrid_target as hybrid_target
-from shoal.algos.dqn import DQN, Batch
-from shoal.algos.hybrid import HybridBatch, HybridDQN, HybridQNetwork
+from shoal.agent.dqn import DQN, Batch
+from shoal.agent.hybrid import HybridBatch, HybridDQN, HybridQNetwork
 from shoal.config import DQNConfig
 from shoal.envs.hybrid_target import ENV_ID, HybridTargetEnv
 

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.rwlock import LockReentryError, LockSideStats, NullRWLock, RWLock, RWLockStats
+from shoal.sync.rwlock import LockReentryError, LockSideStats, NullRWLock, RWLock, RWLockStats
 
 JOIN_S = 5.0  # generous bound on any helper thread; only reached if something is broken
 

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from shoal.seeding import derive_seed
+from shoal.run.seeding import derive_seed
 
 __all__ = ["EVAL_STREAM", "evaluate"]
 

@@ -1,1 +1,0 @@
-"""Algorithms, written once, single-threaded and free of locks, queues and processes."""
