@@ -460,13 +460,19 @@ def load_config(
     return cfg.validate()
 
 
-def save_config(cfg: Config, path: Path) -> None:
-    """Write the resolved config as TOML (atomically: temp file + rename)."""
+def save_config(cfg: Any, path: Path, *, section: str | None = None) -> None:
+    """Write a resolved config as TOML, atomically (temp file, fsync, rename), so a crash
+    never leaves a run directory with half a config.
+
+    ``cfg`` is a :class:`Config`; with ``section``, it is one section dataclass written as
+    the ``[section]`` table (read it back with :func:`load_section`).
+    """
     import tomli_w
 
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(tomli_w.dumps(config_to_dict(cfg)))
-    tmp.replace(path)
+    from shoal.run.files import atomic_write_text
+
+    data = config_to_dict(_sections(section, cfg) if section is not None else cfg)
+    atomic_write_text(path, tomli_w.dumps(data))
 
 
 @functools.cache
@@ -500,3 +506,79 @@ def describe_config(cfg: Config | None = None) -> str:
             lines.append(f"  {section.name}.{f.name} = {value!r}")
             lines.append(f"      {docs.get(f.name, '')}")
     return "\n".join(lines)
+
+
+@functools.cache
+def _sections_class(name: str, cls: type) -> type:
+    return dataclasses.make_dataclass(
+        f"{cls.__name__}Sections", [(name, cls, field(default_factory=cls))]
+    )
+
+
+def _sections(name: str, obj: Any) -> Any:
+    """``obj`` as the one section ``name`` of a config, so that the machinery written for
+    :class:`Config` (``_apply``, :func:`config_to_dict`, :func:`describe_config`) serves a
+    section that lives on its own, with the same rules and messages."""
+    return _sections_class(name, type(obj))(obj)
+
+
+_Section = typing.TypeVar("_Section")
+
+
+def load_section(
+    cls: type[_Section],
+    name: str,
+    source: str | Path | None = None,
+    overrides: typing.Sequence[str] = (),
+    values: typing.Mapping[str, Any] | None = None,
+) -> _Section:
+    """Build and validate one config section that lives on its own (e.g. ``[sudoku]``).
+
+    The same machinery as :func:`load_config`, so one config system with one set of rules
+    and messages: ``source`` is a TOML file holding only the ``[name]`` table; ``values``
+    (``{key: value}``) come next; ``overrides`` (``KEY=VALUE`` or ``NAME.KEY=VALUE``, the
+    value parsed as TOML) come last. Unknown sections and keys, wrong types and out-of-range
+    values raise ConfigError naming the key, the value and what is allowed. The section is
+    checked by its own ``validate()`` when it has one, else by :func:`validate_fields`.
+
+    Example:
+        >>> @dataclass
+        ... class Demo:
+        ...     lr: float = param(0.1, gt=0.0)
+        >>> load_section(Demo, "demo", overrides=["lr=0.5"]).lr
+        0.5
+        >>> load_section(Demo, "demo", overrides=["demo.lr=-1"])
+        Traceback (most recent call last):
+        ...
+        shoal.errors.ConfigError: config key 'demo.lr': -1.0 is out of range; allowed: > 0.0
+        >>> load_section(Demo, "demo", overrides=["run.seed=1"])
+        Traceback (most recent call last):
+        ...
+        shoal.errors.ConfigError: override 'run.seed=1': unknown config section 'run'; allowed: demo
+    """
+    holder = _sections(name, cls())
+    if source is not None:
+        _apply(holder, _read_toml(Path(source)), f"config file '{source}'")
+    if values:
+        _apply(holder, {name: dict(values)}, "config")
+    for text in overrides:
+        key, eq, _ = text.partition("=")
+        qualified = text if "." in key or not eq else f"{name}.{text.lstrip()}"
+        section, key, value = _parse_override(qualified)
+        _apply(holder, {section: {key: value}}, f"override {text!r}")
+    obj = getattr(holder, name)
+    validate = getattr(obj, "validate", None)
+    if callable(validate):
+        validate()
+    else:
+        validate_fields(obj, f"{name}.")
+    return obj
+
+
+def describe_section(obj: Any, name: str) -> str:
+    """Every key of one section on its own, as :func:`describe_config` lists a config's,
+    for ``--help``."""
+    return describe_config(_sections(name, obj))
+
+
+__all__ += ["describe_section", "load_section"]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import os
-import tempfile
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shoal.errors import ShoalError
+from shoal.run.files import atomic_write_text
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -486,23 +486,13 @@ def save_puzzles(
 ) -> None:
     """Write puzzles one per line (as :func:`format_puzzle`), atomically.
 
-    The file is written to a temporary file in the same directory and renamed over
-    ``path``, so a reader never sees half a file. ``header`` lines are written first, each
-    prefixed with ``# `` (so :func:`load_puzzles` skips them).
+    The file is written with :func:`~shoal.run.files.atomic_write` (temp file in the same
+    directory, fsync, rename), so a reader never sees half a file. ``header`` lines are
+    written first, each prefixed with ``# `` (so :func:`load_puzzles` skips them).
     """
-    path = Path(path)
     lines = [f"# {h}".rstrip() for h in header.splitlines()] if header else []
     lines += [format_puzzle(b) for b in boards]
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 def _data_dir() -> Traversable:

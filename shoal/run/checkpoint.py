@@ -1,20 +1,20 @@
 """Checkpoint files: written atomically, read back with a clear error when damaged.
 
 A checkpoint is one ``torch.save`` file holding everything needed to continue a run
-exactly: weights, optimizer, replay buffer, RNG states and counters. It is written to a
-temporary file in the same directory, flushed to disk, then renamed over the old one, so
+exactly: weights, optimizer, replay buffer, RNG states and counters. It is written with
+:func:`~shoal.run.files.atomic_write` (temp file in the same directory, fsync, rename), so
 a crash or Ctrl-C mid-write leaves the previous checkpoint intact.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from shoal.errors import CheckpointError
+from shoal.run.files import atomic_write
 
 __all__ = ["FORMAT", "load_checkpoint", "save_checkpoint"]
 
@@ -22,18 +22,9 @@ FORMAT = "shoal-checkpoint-v1"
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    """Write ``state`` to ``path`` atomically (temp file, fsync, rename)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            torch.save({"format": FORMAT, **state}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    """Write ``state`` to ``path`` atomically (temp file, fsync, rename); the parent
+    directory is created if missing."""
+    atomic_write(path, lambda f: torch.save({"format": FORMAT, **state}, f))
 
 
 def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
