@@ -43,13 +43,9 @@ Example:
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
-import secrets
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from multiprocessing import shared_memory
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -58,7 +54,8 @@ import numpy as np
 
 from shoal.agent.qlearning import AlphaSchedule
 from shoal.errors import ShoalError
-from shoal.sync.segments import attach_segment, release_segment
+from shoal.run.files import atomic_write
+from shoal.sync.segments import Segment
 from shoal.tabular.keys import EMPTY
 
 __all__ = ["LOCK_MODES", "SharedQTable", "TableFileError", "TableFullError", "TableHandle"]
@@ -123,23 +120,18 @@ class SharedQTable:
             ctx = mp.get_context("spawn")
             n_locks = {"global": 1, "striped": 1 + stripes, "none": 0}[lock]
             locks = tuple(ctx.Lock() for _ in range(n_locks))
-            name = f"shoal_qt_{os.getpid()}_{secrets.token_hex(4)}"
-            shm = shared_memory.SharedMemory(name=name, create=True, size=8 * (_HEADER + 3 * slots))
-            _handle = TableHandle(name, capacity, slots, lock, stripes, lock_timeout, locks)
-            self._owner = True
+            seg = Segment.create("qt", 8 * (_HEADER + 3 * slots))
+            _handle = TableHandle(seg.name, capacity, slots, lock, stripes, lock_timeout, locks)
         else:
-            shm = attach_segment(_handle.name)
-            self._owner = False
-        self._shm = shm
+            seg = Segment.attach(_handle.name)
+        self._seg = seg
         self._h = _handle
         self._mask = np.uint64(_handle.slots - 1)
-        buf = shm.buf
-        self._header = np.ndarray((_HEADER,), np.int64, buf, 0)
         s = _handle.slots
-        self._keys = np.ndarray((s,), np.uint64, buf, 8 * _HEADER)
-        self._q = np.ndarray((s,), np.float64, buf, 8 * (_HEADER + s))
-        self._n = np.ndarray((s,), np.int64, buf, 8 * (_HEADER + 2 * s))
-        self._finalizer = weakref.finalize(self, release_segment, shm, self._owner)
+        self._header = seg.array((_HEADER,), np.int64, 0)
+        self._keys = seg.array((s,), np.uint64, 8 * _HEADER)
+        self._q = seg.array((s,), np.float64, 8 * (_HEADER + s))
+        self._n = seg.array((s,), np.int64, 8 * (_HEADER + 2 * s))
 
     # --- lifetime ---------------------------------------------------------------------------
     @property
@@ -160,12 +152,12 @@ class SharedQTable:
     @property
     def owner(self) -> bool:
         """Whether this process created the table (and unlinks it on close)."""
-        return self._owner
+        return self._seg.owner
 
     def close(self) -> None:
         """Detach; the owner also unlinks the segment. Safe to call twice."""
         self._header = self._keys = self._q = self._n = None  # type: ignore[assignment]
-        self._finalizer()
+        self._seg.close()
 
     def __enter__(self) -> SharedQTable:
         return self
@@ -415,17 +407,8 @@ class SharedQTable:
 
     def save(self, path: str | Path) -> None:
         """Write the table to ``path`` (.npz) atomically: temp file, fsync, rename."""
-        path = Path(path)
         snap = self.snapshot()
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        try:
-            with open(tmp, "wb") as f:
-                np.savez(f, format=np.array(_FORMAT), **snap)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write(path, lambda f: np.savez(f, format=np.array(_FORMAT), **snap))
 
     @staticmethod
     def read(path: str | Path) -> dict[str, np.ndarray]:
