@@ -1,8 +1,9 @@
-"""The replay buffer the learners use: a ring storage of transitions times a sampler."""
+"""The replay buffer the learners use: a ring storage of items times a sampler."""
 
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,12 +14,97 @@ from shoal.replay.storage import RingStorage
 
 __all__ = ["ReplayBuffer"]
 
+# sample() adds these two to every batch; a stored field of the same name would be shadowed.
+_RESERVED_FIELDS = ("weights", "indices")
+
+
+def _check_specs(
+    specs: Mapping[str, tuple[Sequence[int], Any]],
+) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Return ``specs`` with tuple shapes and numpy dtypes, or raise naming the bad field."""
+    if not isinstance(specs, Mapping) or not specs:
+        raise ValueError(f"specs must map at least one field name to (shape, dtype), got {specs!r}")
+    checked: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    for name, spec in specs.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"field names must be non-empty strings, got {name!r}")
+        if name in _RESERVED_FIELDS:
+            raise ValueError(
+                f"field name {name!r} is reserved: sample() adds {list(_RESERVED_FIELDS)} "
+                "to every batch"
+            )
+        if not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise ValueError(f"specs[{name!r}] must be a (shape, dtype) pair, got {spec!r}")
+        shape, dtype = spec
+        if not isinstance(shape, (tuple, list)) or not all(
+            isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
+            raise ValueError(
+                f"specs[{name!r}] shape must be a tuple of non-negative ints (() for a scalar), "
+                f"got {shape!r}"
+            )
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError as err:
+            raise ValueError(f"specs[{name!r}] dtype {dtype!r} is not a numpy dtype") from err
+        if dtype.hasobject:
+            raise ValueError(
+                f"specs[{name!r}] dtype must be a fixed-size numpy dtype, got {dtype} (objects "
+                "cannot be preallocated or checkpointed as plain arrays)"
+            )
+        checked[name] = (tuple(int(d) for d in shape), dtype)
+    return checked
+
+
+def _check_priority(priority: Any) -> float:
+    """Return one initial priority as a float, or raise ``ValueError`` naming the value."""
+    if isinstance(priority, (str, bytes)) or np.ndim(priority) != 0:
+        raise ValueError(
+            f"priority must be a single number (an absolute TD error), got {priority!r}"
+        )
+    try:
+        value = float(priority)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"priority must be a number (an absolute TD error), got {priority!r}"
+        ) from err
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"priority must be finite and non-negative (an absolute TD error), got {value}"
+        )
+    return value
+
+
+def _check_priorities(priorities: Any, count: int) -> np.ndarray:
+    """Return ``count`` initial priorities as float64, or raise ``ValueError`` naming a bad one."""
+    try:
+        values = np.asarray(priorities, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(
+            f"priorities must be numbers (absolute TD errors), got {priorities!r}"
+        ) from err
+    if values.shape != (count,):
+        raise ValueError(
+            f"priorities must hold one value per transition ({count}), got shape {values.shape}"
+        )
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0))
+    if bad.size:
+        i = int(bad[0])
+        raise ValueError(
+            f"priorities[{i}] must be finite and non-negative (an absolute TD error), "
+            f"got {values[i]}"
+        )
+    return values
+
 
 class ReplayBuffer:
-    """Experience replay of ``(obs, action, reward, next_obs, discount)`` transitions.
+    """Experience replay: ring storage of fixed-shape items times a uniform or prioritized sampler.
 
-    ``reward`` and ``discount`` are what :class:`~shoal.replay.nstep.NStepWriter` produces,
-    so the learner's target is ``reward + discount * max_a Q(next_obs, a)`` for any n.
+    The default constructor stores ``(obs, action, reward, next_obs, discount)``
+    transitions, what :class:`~shoal.replay.nstep.NStepWriter` produces, so the learner's
+    target is ``reward + discount * max_a Q(next_obs, a)`` for any n. :meth:`from_specs`
+    builds a buffer of any other named fixed-shape fields instead, such as the sequences
+    of :class:`~shoal.replay.sequence.SequenceWriter`; storage and sampling are the same.
     With ``prioritized=True`` sampling is proportional to ``(|td_error| + eps) ** alpha``
     (see :class:`~shoal.replay.samplers.PrioritizedSampler`); otherwise it is uniform and
     every weight is 1. Sampling is with replacement and uses the buffer's own generator, so
@@ -48,6 +134,12 @@ class ReplayBuffer:
         >>> batch["obs"].shape, batch["weights"].dtype, batch["indices"].dtype
         ((8, 4), dtype('float32'), dtype('int64'))
         >>> buffer.update_priorities(batch["indices"], np.linspace(-1.0, 1.0, 8))
+
+        An actor that knows an item's TD error gives it as the initial priority:
+
+        >>> buffer.add({"obs": np.zeros(4), "action": 0, "reward": 0.0,
+        ...             "next_obs": np.ones(4), "discount": 0.99}, priority=2.5)
+        10
     """
 
     def __init__(
@@ -67,16 +159,86 @@ class ReplayBuffer:
         seed: int | None = None,
     ) -> None:
         obs_shape = tuple(obs_shape)
-        self._storage = RingStorage(
+        specs = {
+            "obs": (obs_shape, obs_dtype),
+            "action": (tuple(action_shape), action_dtype),
+            "reward": ((), np.float32),
+            "next_obs": (obs_shape, obs_dtype),
+            "discount": ((), np.float32),
+        }
+        self._setup(
             capacity,
-            {
-                "obs": (obs_shape, obs_dtype),
-                "action": (tuple(action_shape), action_dtype),
-                "reward": ((), np.float32),
-                "next_obs": (obs_shape, obs_dtype),
-                "discount": ((), np.float32),
-            },
+            specs,
+            prioritized=prioritized,
+            alpha=alpha,
+            beta=beta,
+            beta_final=beta_final,
+            beta_steps=beta_steps,
+            eps=eps,
+            seed=seed,
         )
+
+    @classmethod
+    def from_specs(
+        cls,
+        capacity: int,
+        specs: Mapping[str, tuple[Sequence[int], np.dtype | type]],
+        *,
+        prioritized: bool = False,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        beta_final: float = 1.0,
+        beta_steps: int = 100_000,
+        eps: float = 1e-6,
+        seed: int | None = None,
+    ) -> ReplayBuffer:
+        """A buffer of arbitrary named fixed-shape fields instead of one-step transitions.
+
+        ``specs`` maps each field name to ``(shape, dtype)`` of one item, e.g. the result
+        of :meth:`SequenceWriter.specs <shoal.replay.sequence.SequenceWriter.specs>` for
+        recurrent sequences. Items added must have exactly these keys; the other arguments
+        are those of the constructor. Raises ``ValueError`` naming the field whose spec is
+        malformed, or that uses a name ``sample`` reserves (``weights``, ``indices``).
+
+        Example:
+            >>> import numpy as np
+            >>> specs = {"frames": ((2, 3), np.uint8), "label": ((), np.int64)}
+            >>> buffer = ReplayBuffer.from_specs(8, specs, prioritized=True, seed=0)
+            >>> buffer.add({"frames": np.ones((2, 3)), "label": 7}, priority=0.5)
+            0
+            >>> batch = buffer.sample(2)
+            >>> batch["frames"].shape, batch["frames"].dtype, batch["label"].tolist()
+            ((2, 2, 3), dtype('uint8'), [7, 7])
+        """
+        buffer = cls.__new__(cls)
+        buffer._setup(
+            capacity,
+            _check_specs(specs),
+            prioritized=prioritized,
+            alpha=alpha,
+            beta=beta,
+            beta_final=beta_final,
+            beta_steps=beta_steps,
+            eps=eps,
+            seed=seed,
+        )
+        return buffer
+
+    def _setup(
+        self,
+        capacity: int,
+        specs: Mapping[str, tuple[tuple[int, ...], np.dtype | type]],
+        *,
+        prioritized: bool,
+        alpha: float,
+        beta: float,
+        beta_final: float,
+        beta_steps: int,
+        eps: float,
+        seed: int | None,
+    ) -> None:
+        """Build storage, sampler and generator; shared by the constructor and from_specs."""
+        self._storage = RingStorage(capacity, specs)
         self._sampler: UniformSampler | PrioritizedSampler
         if prioritized:
             self._sampler = PrioritizedSampler(
@@ -102,6 +264,11 @@ class ReplayBuffer:
         return self._storage.capacity
 
     @property
+    def specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Field name -> ``(shape, dtype)`` of one stored item."""
+        return self._storage.specs
+
+    @property
     def sampler(self) -> UniformSampler | PrioritizedSampler:
         """The sampler in use (e.g. to read the current ``beta``)."""
         return self._sampler
@@ -110,18 +277,34 @@ class ReplayBuffer:
         """Number of transitions held."""
         return len(self._storage)
 
-    def add(self, transition: Mapping[str, Any]) -> int:
-        """Store one transition and return its index.
+    def add(self, transition: Mapping[str, Any], priority: float | None = None) -> int:
+        """Store one item and return its index.
 
-        ``transition`` needs exactly the keys ``obs, action, reward, next_obs, discount``
-        (``KeyError`` otherwise), as :class:`~shoal.replay.nstep.NStepWriter` emits them.
+        ``transition`` needs exactly the buffer's fields (``obs, action, reward, next_obs,
+        discount`` by default, as :class:`~shoal.replay.nstep.NStepWriter` emits them;
+        ``KeyError`` otherwise). ``priority`` is the item's initial ``|td_error|``: a
+        prioritized buffer stores it exactly as :meth:`update_priorities` would, while
+        ``None`` gives the largest priority seen so far. Uniform replay checks and ignores
+        it. Raises ``ValueError`` naming the value if it is negative or not finite.
         """
+        value = None if priority is None else _check_priority(priority)
         index = self._storage.add(transition)
-        self._sampler.on_add(np.array([index], dtype=np.int64))
+        indices = np.array([index], dtype=np.int64)
+        self._sampler.on_add(indices, None if value is None else np.array([value]))
         return index
 
-    def add_many(self, transitions: Sequence[Mapping[str, Any]]) -> None:
-        """Store several transitions with one vectorized write (order is preserved)."""
+    def add_many(
+        self,
+        transitions: Sequence[Mapping[str, Any]],
+        priorities: Sequence[float] | np.ndarray | None = None,
+    ) -> None:
+        """Store several items with one vectorized write (order is preserved).
+
+        ``priorities``, if given, holds one initial ``|td_error|`` per item, as for
+        :meth:`add`. Raises ``ValueError`` naming the length or the first bad value, and
+        ``KeyError`` naming the first item with wrong keys; nothing is stored then.
+        """
+        values = None if priorities is None else _check_priorities(priorities, len(transitions))
         if len(transitions) == 0:
             return
         fields = self._storage.fields
@@ -135,7 +318,7 @@ class ReplayBuffer:
                 )
         batch = {name: np.stack([np.asarray(t[name]) for t in transitions]) for name in fields}
         indices = self._storage.add_batch(batch)
-        self._sampler.on_add(indices)
+        self._sampler.on_add(indices, values)
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """Draw ``batch_size`` transitions with replacement.
@@ -169,8 +352,8 @@ class ReplayBuffer:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict` snapshot; later samples match the original buffer's.
 
-        Raises ``ValueError`` if the snapshot does not fit this buffer (capacity, shapes,
-        dtypes, or uniform vs prioritized).
+        Raises ``ValueError`` if the snapshot does not fit this buffer (capacity, field
+        names, shapes, dtypes, or uniform vs prioritized).
         """
         # Each part validates before it writes; putting the sampler back if a later part
         # fails keeps a rejected snapshot from leaving the buffer half-loaded.

@@ -3,7 +3,8 @@
 A sampler never touches the data itself; it sees only indices. That is why prioritized
 replay is "just a sampler" here: the same :class:`~shoal.replay.storage.RingStorage` serves
 both the uniform and the prioritized buffer. Both samplers share one small interface:
-``on_add``, ``sample``, ``update_priorities``, ``state_dict`` and ``load_state_dict``.
+``on_add`` (optionally with initial priorities), ``sample``, ``update_priorities``,
+``state_dict`` and ``load_state_dict``.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class UniformSampler:
         (dtype('int64'), [1.0, 1.0, 1.0, 1.0])
     """
 
-    def on_add(self, indices: np.ndarray) -> None:
-        """Do nothing: uniform sampling keeps no per-item state."""
+    def on_add(self, indices: np.ndarray, priorities: np.ndarray | None = None) -> None:
+        """Do nothing: uniform sampling keeps no per-item state and ignores priorities."""
 
     def sample(
         self, size: int, batch_size: int, rng: np.random.Generator
@@ -76,7 +77,8 @@ class PrioritizedSampler:
     :meth:`sample`, reaching full correction at the end of training as the paper advises.
 
     New items get the largest priority seen so far (initially 1.0), so each is likely to be
-    replayed at least once before its TD error is known.
+    replayed at least once before its TD error is known, unless :meth:`on_add` is given
+    their priorities (Ape-X actors compute initial TD errors themselves).
 
     Args:
         capacity: number of item slots (the storage's capacity).
@@ -144,9 +146,18 @@ class PrioritizedSampler:
         """Largest priority (``|td| + eps``, before alpha) seen so far; given to new items."""
         return self._max_priority
 
-    def on_add(self, indices: np.ndarray) -> None:
-        """Give the items just written at ``indices`` the maximum priority seen so far."""
+    def on_add(self, indices: np.ndarray, priorities: np.ndarray | None = None) -> None:
+        """Give the items just written at ``indices`` their first priority.
+
+        With ``priorities=None`` each gets the maximum priority seen so far, so it is likely
+        replayed before its TD error is known. Given priorities (``|td_error|``, one per
+        index, as an Ape-X actor computes them) are stored exactly as
+        :meth:`update_priorities` stores them, running max included.
+        """
         indices = np.atleast_1d(np.asarray(indices, dtype=np.int64))
+        if priorities is not None:
+            self.update_priorities(indices, np.atleast_1d(np.asarray(priorities)))
+            return
         self._tree.update(indices, np.full(indices.shape, self._max_priority**self._alpha))
 
     def sample(

@@ -76,6 +76,11 @@ class RingStorage:
         """Names of the stored fields, in the order given to the constructor."""
         return tuple(self._data)
 
+    @property
+    def specs(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """Field name -> ``(shape, dtype)`` of one item, as given to the constructor."""
+        return {name: (self._shapes[name], a.dtype) for name, a in self._data.items()}
+
     def __len__(self) -> int:
         """Number of valid items (at most ``capacity``)."""
         return self._size

@@ -1,7 +1,9 @@
 """A replay buffer that several threads may add to, sample from and reprioritize at once.
 
 The replay package itself is single-threaded by design; this wrapper adds one lock around
-every call, which is enough because each call is short (a few vectorized numpy ops).
+every call, which is enough because each call is short (a few vectorized numpy ops). It
+offers the same :class:`~shoal.replay.Replay` protocol as the buffer it wraps, so learners
+and actors cannot tell the two apart.
 """
 
 from __future__ import annotations
@@ -12,40 +14,49 @@ from typing import Any
 
 import numpy as np
 
-from shoal.replay import ReplayBuffer
+from shoal.replay import Replay
 
 __all__ = ["LockedReplay"]
 
 
 class LockedReplay:
-    """:class:`~shoal.replay.ReplayBuffer` with every method under one mutex.
+    """A replay with every method under one mutex, so several threads may share it.
+
+    Wraps any :class:`~shoal.replay.Replay`, usually a :class:`~shoal.replay.ReplayBuffer`,
+    and is itself a :class:`~shoal.replay.Replay`.
 
     Example:
-        >>> buf = LockedReplay(ReplayBuffer(10, (2,), seed=0))
+        >>> from shoal.replay import ReplayBuffer
+        >>> buf = LockedReplay(ReplayBuffer(10, (2,), prioritized=True, seed=0))
         >>> buf.add({"obs": [0, 0], "action": 1, "reward": 1.0, "next_obs": [0, 1],
-        ...          "discount": 0.9})
+        ...          "discount": 0.9}, priority=0.5)
         0
-        >>> len(buf)
-        1
+        >>> len(buf), isinstance(buf, Replay)
+        (1, True)
     """
 
-    def __init__(self, buffer: ReplayBuffer) -> None:
+    def __init__(self, buffer: Replay) -> None:
         self.buffer = buffer
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
+        """Number of items held."""
         with self._lock:
             return len(self.buffer)
 
-    def add(self, transition: Mapping[str, Any]) -> int:
-        """Store one transition; returns its index."""
+    def add(self, transition: Mapping[str, Any], priority: float | None = None) -> int:
+        """Store one item, with an optional initial ``|td_error|``; returns its index."""
         with self._lock:
-            return self.buffer.add(transition)
+            return self.buffer.add(transition, priority=priority)
 
-    def add_many(self, transitions: Sequence[Mapping[str, Any]]) -> None:
-        """Store several transitions under one lock acquisition."""
+    def add_many(
+        self,
+        transitions: Sequence[Mapping[str, Any]],
+        priorities: Sequence[float] | np.ndarray | None = None,
+    ) -> None:
+        """Store several items (optionally with initial priorities) under one acquisition."""
         with self._lock:
-            self.buffer.add_many(transitions)
+            self.buffer.add_many(transitions, priorities=priorities)
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """A batch (copies: safe to use after the lock is released)."""

@@ -11,7 +11,7 @@ import pytest
 
 import shoal.replay
 
-MODULES = ["buffer", "nstep", "samplers", "storage", "sum_tree"]
+MODULES = ["buffer", "nstep", "protocol", "samplers", "sequence", "storage", "sum_tree"]
 FORBIDDEN = {"threading", "multiprocessing", "concurrent", "ray", "torch"}
 
 
@@ -19,8 +19,10 @@ def test_exports():
     assert sorted(shoal.replay.__all__) == [
         "NStepWriter",
         "PrioritizedSampler",
+        "Replay",
         "ReplayBuffer",
         "RingStorage",
+        "SequenceWriter",
         "SumTree",
         "UniformSampler",
     ]
