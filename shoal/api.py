@@ -12,25 +12,40 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from shoal.agent.builder import build_dqn
 from shoal.config import Config, config_to_dict, load_config, save_config
-from shoal.envs import make_env, probe_env
 from shoal.errors import ConfigError
-from shoal.run.checkpoint import load_checkpoint
-from shoal.run.curve import plot_run
 from shoal.run.directory import RunDir
-from shoal.run.evaluation import evaluate
-from shoal.runners.processes import ProcessesRunner, check_selfplay
-from shoal.runners.serial import SerialRunner, TrainResult
-from shoal.runners.threads import ThreadsRunner
+from shoal.run.loop import TrainResult
 
-__all__ = ["RUNNERS", "TrainResult", "evaluate_run", "plot", "train", "train_dqn"]
+__all__ = ["TrainResult", "evaluate_run", "plot", "train", "train_dqn"]
 
-RUNNERS = {"serial": SerialRunner, "threads": ThreadsRunner, "processes": ProcessesRunner}
-"""Runner classes by the name ``run.runner`` takes."""
+CHECKPOINTS = ("best", "latest")
+"""Which checkpoint ``evaluate_run`` reads: the best evaluation's weights or the latest."""
+
+
+def _run(cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> TrainResult:
+    """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`."""
+    from shoal.envs import make_env
+    from shoal.run.loop import RunLoop
+    from shoal.runners import runner_class
+
+    runner = runner_class(cfg.run.runner)(cfg)
+    eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
+    try:
+        loop = RunLoop(runner, run, eval_envs, resume=resume, title=_title(cfg))
+        return loop.run()
+    finally:
+        runner.stop()
+        for env in eval_envs:
+            env.close()
+
+
+def _title(cfg: Config) -> str:
+    return f"{cfg.env.id} ({cfg.run.runner})"
 
 
 def train(
@@ -52,6 +67,9 @@ def train(
 
     Everything is validated (config, env, run directory) before any work starts.
     """
+    from shoal.envs import probe_env
+    from shoal.run.checkpoint import load_checkpoint
+
     if resume is not None:
         if config is not None:
             raise ConfigError("give either a config or resume=RUN_DIR, not both")
@@ -60,16 +78,15 @@ def train(
         probe_env(cfg.env)
         state = load_checkpoint(run.checkpoint)
         save_config(cfg, run.config)
-        return RUNNERS[cfg.run.runner](cfg, run, resume=state).run()
+        return _run(cfg, run, resume=state)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
     probe_env(cfg.env)
-    check_selfplay(cfg)
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
-    return RUNNERS[cfg.run.runner](cfg, run).run()
+    return _run(cfg, run)
 
 
 def train_dqn(
@@ -118,20 +135,39 @@ def train_dqn(
     return train(config, overrides=[*values, *overrides], run_dir=run_dir)
 
 
-def evaluate_run(run_dir: str | Path, episodes: int = 20, seed: int | None = None) -> np.ndarray:
-    """Greedy returns of a run's latest checkpoint over ``episodes`` fresh episodes."""
+def evaluate_run(
+    run_dir: str | Path,
+    episodes: int = 20,
+    seed: int | None = None,
+    checkpoint: str = "best",
+) -> np.ndarray:
+    """Greedy returns of a run's ``best`` (default) or ``latest`` checkpoint over
+    ``episodes`` fresh episodes."""
+    from shoal.agent.builder import build_actor, build_learner
+    from shoal.envs import make_env, probe_env
+    from shoal.run.checkpoint import load_checkpoint
+    from shoal.run.evaluation import evaluate
+
     if episodes <= 0:
         raise ConfigError(f"episodes: {episodes} is out of range; allowed: > 0")
+    if checkpoint not in CHECKPOINTS:
+        raise ConfigError(f"checkpoint: {checkpoint!r} is not one of 'best', 'latest'")
     run = RunDir.open(run_dir)
     cfg = load_config(run.config)
-    state = load_checkpoint(run.checkpoint)
+    path = run.best if checkpoint == "best" else run.checkpoint
+    if checkpoint == "best" and not path.is_file():
+        path = run.checkpoint  # a run stopped before its first evaluation has only latest
+    state = load_checkpoint(path)
     spec = probe_env(cfg.env)
-    dqn = build_dqn(cfg, spec)
-    dqn.load_state_dict(state["dqn"])
+    learner = build_learner(cfg, spec)
+    learner.online.load_state_dict(state["learner"]["online"])
+    actor = build_actor(
+        cfg, spec, np.random.default_rng(0), params=learner.params, network=learner.online
+    )
     envs = [make_env(cfg.env) for _ in range(min(episodes, 32))]
     try:
         # A seed other than the run's gives starts the training-time evaluations never saw.
-        return evaluate(dqn.greedy, envs, episodes, cfg.run.seed + 1 if seed is None else seed)
+        return evaluate(actor.greedy, envs, episodes, cfg.run.seed + 1 if seed is None else seed)
     finally:
         for env in envs:
             env.close()
@@ -139,8 +175,9 @@ def evaluate_run(run_dir: str | Path, episodes: int = 20, seed: int | None = Non
 
 def plot(run_dir: str | Path) -> Path:
     """(Re)draw a run's ``curve.png`` from its ``metrics.csv``."""
+    from shoal.run.curve import plot_run
+
     run = RunDir.open(run_dir)
     if not run.metrics.is_file():
         raise ConfigError(f"run directory '{run.path}' has no metrics.csv yet")
-    cfg = load_config(run.config)
-    return plot_run(run.metrics, run.curve, title=f"{cfg.env.id} ({cfg.run.runner})")
+    return plot_run(run.metrics, run.curve, title=_title(load_config(run.config)))

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
+from shoal.runners import runner_names
 
 __all__ = ["main"]
 
@@ -26,12 +27,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose epilog may be computed when help is shown: listing every
+    runner's config keys loads the runners, which only ``--help`` should pay for."""
+
+    def format_help(self) -> str:
+        factory = getattr(self, "epilog_factory", None)
+        if factory is not None:
+            self.epilog = factory()
+        return super().format_help()
+
+
+def _train_epilog() -> str:
+    from shoal.runners import describe_runners
+
+    return f"runners:\n{describe_runners()}\n\nconfig keys (defaults):\n{describe_config()}"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shoal",
         description="Parallel and distributed reinforcement learning.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     train = sub.add_parser(
         "train",
@@ -41,9 +61,9 @@ def _parser() -> argparse.ArgumentParser:
             f"({', '.join(preset_names())}) or a TOML file; without it the defaults below "
             "are used. Every config key can be set with --set SECTION.KEY=VALUE."
         ),
-        epilog="config keys (defaults):\n" + describe_config(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     train.add_argument("config", nargs="?", help="preset name or TOML config file")
     train.add_argument("--env", metavar="ID", help="gymnasium env id (sets env.id)")
     train.add_argument(
@@ -55,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         help="override a config key (repeatable), e.g. --set dqn.lr=1e-3",
     )
     train.add_argument(
-        "--runner", help="training scheme: serial, threads or processes (sets run.runner)"
+        "--runner",
+        help=f"training scheme: {', '.join(runner_names())} (sets run.runner; see below)",
     )
     train.add_argument(
         "--learner-threads",
@@ -77,8 +98,15 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
-    ev = sub.add_parser("eval", help="evaluate a run's latest checkpoint greedily")
+    ev = sub.add_parser("eval", help="evaluate a run's best (or latest) checkpoint greedily")
     ev.add_argument("run_dir", metavar="RUN_DIR")
+    ev.add_argument(
+        "--checkpoint",
+        choices=("best", "latest"),
+        default="best",
+        help="best: the weights of the best evaluation during training (default); "
+        "latest: the last checkpoint",
+    )
     ev.add_argument("--episodes", type=_positive_int, default=20, help="episodes (default 20)")
     ev.add_argument("--seed", type=int, help="reset seed (default: run seed + 1)")
 
@@ -90,20 +118,27 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
-    from shoal.runners.sudoku import SudokuConfig
-
     sudoku = sub.add_parser("sudoku", help="tabular Q-learning on Sudoku with a shared Q-table")
     sub2 = sudoku.add_subparsers(dest="sudoku_command", required=True, metavar="COMMAND")
     tr = sub2.add_parser(
         "train",
         help="learn on many puzzles with worker processes sharing one Q-table",
         description=(
-            "Split the puzzles into one chunk per worker process; all workers learn into "
-            "one shared-memory Q-table (or private ones with --independent)."
+            "Split the puzzles into one chunk per worker process; all workers learn into\n"
+            "one shared-memory Q-table (or private ones with --independent). CONFIG is a\n"
+            "TOML file with a [sudoku] table; every key below can also be set with\n"
+            "--set KEY=VALUE (or sudoku.KEY=VALUE). The run directory is OUT/NAME-TIME\n"
+            "(or --run-dir) with config.toml, metrics.csv (one row per puzzle),\n"
+            "puzzles.txt and table.npz."
         ),
-        epilog="settings (--set KEY=VALUE, defaults):\n" + _describe(SudokuConfig()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # Computed when help is shown: describing the keys imports the Sudoku runner (numpy,
+    # gymnasium), which other commands should not pay for at start-up.
+    tr.epilog_factory = lambda: (  # type: ignore[attr-defined]
+        "config keys (defaults):\n" + _describe(None)
+    )
+    tr.add_argument("config", nargs="?", help="TOML config file with a [sudoku] table")
     src = tr.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--puzzles",
@@ -117,41 +152,47 @@ def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument(
         "--size", type=int, choices=(4, 9), default=9, help="size of generated puzzles (default 9)"
     )
-    tr.add_argument("--workers", type=_positive_int, help="worker processes (default 2)")
-    tr.add_argument("--episodes-per-puzzle", type=_positive_int, help="default 30")
-    tr.add_argument("--encoder", choices=("local", "exact"), help="table key (default local)")
-    tr.add_argument("--lock", choices=("global", "striped", "none"), help="default striped")
+    tr.add_argument("--workers", type=_positive_int, help="worker processes (sets sudoku.workers)")
+    tr.add_argument(
+        "--episodes-per-puzzle",
+        type=_positive_int,
+        help="most episodes per puzzle (sets sudoku.episodes_per_puzzle)",
+    )
+    tr.add_argument("--encoder", help="table key: local or exact (sets sudoku.encoder)")
+    tr.add_argument("--lock", help="global, striped or none (sets sudoku.lock)")
     tr.add_argument("--independent", action="store_true", help="one private table per worker")
-    tr.add_argument("--seed", type=int, help="seed (default 0)")
+    tr.add_argument("--seed", type=int, help="seed (sets sudoku.seed)")
     tr.add_argument(
         "--set",
         dest="overrides",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="any other setting, e.g. --set bonus=0.5",
+        help="override a config key (repeatable), e.g. --set bonus=0.5 or sudoku.bonus=0.5",
     )
-    tr.add_argument("--out", required=True, help="output directory (must not exist)")
+    tr.add_argument("--out", help="parent directory of run directories (sets sudoku.out)")
+    tr.add_argument("--run-dir", help="exact run directory to create (must not exist)")
     tr.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
     so = sub2.add_parser("solve", help="solve puzzles greedily with a learned table")
     what = so.add_mutually_exclusive_group(required=True)
     what.add_argument("puzzle", nargs="?", help="one puzzle as 81 (or 16) characters")
     what.add_argument("--file", help="puzzle file, or a bundled set name")
-    so.add_argument("--table", required=True, help="a `sudoku train` output directory")
+    so.add_argument(
+        "--table",
+        required=True,
+        metavar="RUN_DIR",
+        help="a `sudoku train` run directory (or a table .npz inside one)",
+    )
     so.add_argument("--seed", type=int, default=0, help="tie-breaking seed (default 0)")
 
 
 def _describe(obj: object) -> str:
-    import dataclasses
+    """The ``[sudoku]`` keys with their values (defaults for None) and docstrings."""
+    from shoal.config import describe_section
+    from shoal.runners.sudoku import SECTION, SudokuConfig
 
-    from shoal.config import field_docs
-
-    docs = field_docs(type(obj))
-    return "\n".join(
-        f"  {f.name} = {getattr(obj, f.name)!r}\n      {docs.get(f.name, '')}"
-        for f in dataclasses.fields(obj)
-    )
+    return describe_section(obj if obj is not None else SudokuConfig(), SECTION)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -210,7 +251,7 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from shoal.api import evaluate_run
 
-    returns = evaluate_run(args.run_dir, args.episodes, args.seed)
+    returns = evaluate_run(args.run_dir, args.episodes, args.seed, args.checkpoint)
     print(
         f"{len(returns)} episodes: mean {returns.mean():.2f}, std {returns.std():.2f}, "
         f"min {returns.min():.2f}, max {returns.max():.2f}"
@@ -236,12 +277,10 @@ def _puzzle_source(name: str) -> list:
 
 
 def _sudoku(args: argparse.Namespace) -> int:
-    import dataclasses
-
     import numpy as np
 
-    from shoal.config import parse_value
-    from shoal.runners.sudoku import SudokuConfig, solve_sudoku, train_sudoku
+    from shoal.config import load_section
+    from shoal.runners.sudoku import SECTION, SudokuConfig, solve_sudoku, train_sudoku
 
     if args.sudoku_command == "solve":
         from shoal.envs.sudoku_puzzles import format_puzzle, parse_puzzle
@@ -252,30 +291,24 @@ def _sudoku(args: argparse.Namespace) -> int:
             print(f"{i}\t{format_puzzle(p)}\t{'solved' if ok else 'not solved'}")
         print(f"solved {sum(solved)} of {len(solved)} ({100 * sum(solved) / len(solved):.1f}%)")
         return 0
-    cfg = SudokuConfig()
-    known = {f.name for f in dataclasses.fields(cfg)}
-    values = {
+    shortcuts = {
         "workers": args.workers,
         "episodes_per_puzzle": args.episodes_per_puzzle,
         "encoder": args.encoder,
         "lock": args.lock,
         "seed": args.seed,
+        "out": args.out,
+        "independent": True if args.independent else None,
+        "progress": False if args.no_progress else None,
     }
-    for text in args.overrides:
-        key, _, raw = text.partition("=")
-        if not raw or key.strip() not in known:
-            raise ShoalError(
-                f"--set {text!r}: expected KEY=VALUE with KEY one of {', '.join(sorted(known))}"
-            )
-        values[key.strip()] = parse_value(raw)
-    for key, value in values.items():
-        if value is not None:
-            setattr(cfg, key, value)
-    if args.independent:
-        cfg.independent = True
-    if args.no_progress:
-        cfg.progress = False
-    cfg.validate()
+    # Shortcut flags come before --set, so that an explicit --set wins (as in `shoal train`).
+    cfg = load_section(
+        SudokuConfig,
+        SECTION,
+        args.config,
+        overrides=args.overrides,
+        values={k: v for k, v in shortcuts.items() if v is not None},
+    )
     if args.puzzles:
         puzzles = _puzzle_source(args.puzzles)
     else:
@@ -283,13 +316,18 @@ def _sudoku(args: argparse.Namespace) -> int:
 
         rng = np.random.default_rng(cfg.seed)
         puzzles = [generate(args.givens, size=args.size, rng=rng) for _ in range(args.generate)]
-    result = train_sudoku(puzzles, cfg, args.out)
+    try:
+        result = train_sudoku(puzzles, cfg, args.run_dir)
+    except KeyboardInterrupt:
+        where = f" in {args.run_dir}" if args.run_dir else " in its run directory"
+        print(f"shoal: interrupted; the table and metrics so far are saved{where}", file=sys.stderr)
+        return 130
     print(
         f"{len(result.rows)} puzzles, {cfg.workers} workers "
         f"({'independent tables' if cfg.independent else f'shared table, {cfg.lock} lock'}): "
         f"solved {100 * result.solve_rate:.1f}%, mean episodes to first solve "
         f"{result.mean_episodes(cfg.episodes_per_puzzle):.2f}, table {result.table_size} pairs, "
-        f"{result.wall_seconds:.1f} s -> {result.out_dir}"
+        f"{result.wall_seconds:.1f} s -> {result.run_dir}"
     )
     return 0
 

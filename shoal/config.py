@@ -40,10 +40,7 @@ __all__ = [
     "EnvConfig",
     "ExploreConfig",
     "ReplayConfig",
-    "SelfPlayConfig",
     "RunConfig",
-    "ProcessesConfig",
-    "ThreadsConfig",
     "config_to_dict",
     "describe_config",
     "load_config",
@@ -154,10 +151,11 @@ class ExploreConfig:
 class RunConfig:
     """How long to train, when to evaluate and checkpoint, where to write."""
 
-    runner: str = param("serial", choices=("serial", "threads", "processes"))
-    """Training scheme: 'serial' (collect, store, learn in one loop), 'threads' (one
-    acting thread, K learner threads behind a read/write lock; see [threads]) or
-    'processes' (rollout worker processes + one central learner; see [processes])."""
+    runner: str = "serial"
+    """Training scheme, one of the registered runners (``shoal train --help`` lists them
+    with their own config sections): 'serial' (collect, store, learn in one loop), 'threads'
+    (one acting thread, K learner threads behind a read/write lock) or 'processes'
+    (rollout worker processes + one central learner)."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     learning_starts: int = param(1_000, ge=0)
@@ -190,75 +188,51 @@ class RunConfig:
     """Show a progress bar."""
 
 
-@dataclass
-class ThreadsConfig:
-    """The threads runner: one acting thread and K learner threads on one network."""
+def _registered_sections() -> dict[str, Any]:
+    """Default sections of the runners and plug-ins in the registry (each owns its own)."""
+    from shoal.runners import config_sections
 
-    learner_threads: int = param(2, gt=0)
-    """Learner threads computing gradients in parallel under the read lock."""
-    grad_accum_steps: int = param(1, gt=0)
-    """Micro-batches whose gradients a learner averages into one optimizer step."""
-    sync_every: int = param(10, gt=0)
-    """Optimizer steps between copies of the weights into the acting thread's network."""
-    max_lag: int = param(32, ge=0)
-    """Updates the learners may fall behind the schedule (gradient_steps every train_freq
-    env steps) before acting waits; 0 is lockstep, which reproduces the serial runner."""
-    lock_timeout: float = param(60.0, gt=0.0)
-    """Seconds a thread waits for the read/write lock before failing the run."""
-
-
-@dataclass
-class ProcessesConfig:
-    """The processes runner: rollout worker processes feeding one central learner."""
-
-    workers: int = param(0, ge=0)
-    """Rollout worker processes (0: cpu_count() - 2, at least 1)."""
-    episodes_per_batch: int = param(4, gt=0)
-    """Whole episodes each worker contributes to one learner batch."""
-    learning_steps_per_batch: int = param(0, ge=0)
-    """Gradient steps per collected batch (0: as many as the serial runner would take for
-    the env steps collected, i.e. steps * gradient_steps / train_freq)."""
-    eps_spread: float = param(0.0, ge=0.0)
-    """Ape-X style per-worker epsilon eps ** (1 + spread * i / (N - 1)); 0: all the same."""
-    worker_timeout: float = param(60.0, gt=0.0)
-    """Seconds a worker may stay silent before it is killed and restarted."""
-    max_episodes: int = param(0, ge=0)
-    """Stop after this many episodes (0: no limit; run.total_steps still applies)."""
-
-
-@dataclass
-class SelfPlayConfig:
-    """Self-play for two-player envs (processes runner): an opponent pool of snapshots."""
-
-    enabled: bool = False
-    """Play against snapshots of earlier policies (the env must accept an opponent)."""
-    snapshot_every: int = param(10, gt=0)
-    """Learner batches between snapshots added to the pool."""
-    pool_size: int = param(10, gt=0)
-    """Snapshots kept; the oldest is dropped beyond this."""
-    sampling: str = param("uniform", choices=("latest", "uniform", "winrate"))
-    """How each batch's opponent is drawn from the pool."""
-    random_fraction: float = param(0.2, ge=0.0, le=1.0)
-    """Share of batches played against the random player instead of the pool."""
+    return {name: cls() for name, cls in config_sections().items()}
 
 
 @dataclass
 class Config:
-    """Everything a run needs; one config feeds every runner."""
+    """Everything a run needs; one config feeds every runner.
+
+    The core sections are fields; each runner and plug-in owns its own section (e.g.
+    ``[threads]``, ``[processes]``, ``[selfplay]``), kept in ``extra`` and read as an
+    attribute like the others (``cfg.threads.learner_threads``).
+    """
 
     env: EnvConfig = field(default_factory=EnvConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     explore: ExploreConfig = field(default_factory=ExploreConfig)
     run: RunConfig = field(default_factory=RunConfig)
-    threads: ThreadsConfig = field(default_factory=ThreadsConfig)
-    processes: ProcessesConfig = field(default_factory=ProcessesConfig)
-    selfplay: SelfPlayConfig = field(default_factory=SelfPlayConfig)
+    extra: dict[str, Any] = field(default_factory=_registered_sections, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        extra = self.__dict__.get("extra")
+        if extra is not None and name in extra:
+            return extra[name]
+        raise AttributeError(f"config has no section {name!r}")
+
+    def sections(self) -> list[tuple[str, Any]]:
+        """Every section as (name, dataclass), core sections first."""
+        core = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
+        return [(n, s) for n, s in core if n != "extra"] + list(self.extra.items())
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""
-        for section in dataclasses.fields(self):
-            validate_fields(getattr(self, section.name), f"{section.name}.")
+        from shoal.runners import runner_names
+
+        for name, section in self.sections():
+            validate_fields(section, f"{name}.")
+        if self.run.runner not in runner_names():
+            allowed = ", ".join(repr(n) for n in runner_names())
+            raise ConfigError(
+                f"config key 'run.runner': {self.run.runner!r} is not one of {allowed}"
+            )
         if self.dqn.board and len(self.dqn.board) != 3:
             raise ConfigError(
                 f"config key 'dqn.board': {self.dqn.board!r} must be [height, width, channels] "
@@ -269,7 +243,18 @@ class Config:
                 f"config key 'explore.eps_end': {self.explore.eps_end} is larger than "
                 f"explore.eps_start={self.explore.eps_start}; epsilon may only decay"
             )
+        for _, section in self.sections():
+            check = getattr(section, "check", None)
+            if callable(check):  # a section's own cross-field rules, given the whole config
+                check(self)
         return self
+
+
+def _section_items(cfg: Any) -> list[tuple[str, Any]]:
+    """(name, section) pairs of a :class:`Config` or of any dataclass of sections."""
+    if isinstance(cfg, Config):
+        return cfg.sections()
+    return [(f.name, getattr(cfg, f.name)) for f in dataclasses.fields(cfg)]
 
 
 def validate_fields(obj: Any, prefix: str = "") -> None:
@@ -358,9 +343,8 @@ def _check_rules(key: str, value: Any, rules: typing.Mapping[str, Any]) -> None:
 def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     """The config as nested plain dicts (TOML has no null: None values are left out)."""
     out: dict[str, dict[str, Any]] = {}
-    for section in dataclasses.fields(cfg):
-        obj = getattr(cfg, section.name)
-        out[section.name] = {
+    for name, obj in _section_items(cfg):
+        out[name] = {
             f.name: getattr(obj, f.name)
             for f in dataclasses.fields(obj)
             if getattr(obj, f.name) is not None
@@ -369,7 +353,7 @@ def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
 
 
 def _apply(cfg: Config, data: typing.Mapping[str, Any], source: str) -> None:
-    sections = {f.name for f in dataclasses.fields(cfg)}
+    sections = {name for name, _ in _section_items(cfg)}
     for name, values in data.items():
         if name not in sections:
             raise ConfigError(
@@ -497,13 +481,12 @@ def describe_config(cfg: Config | None = None) -> str:
     """Every config key with its type, current value and docstring, for ``--help``."""
     cfg = cfg or Config()
     lines = []
-    for section in dataclasses.fields(cfg):
-        obj = getattr(cfg, section.name)
-        lines.append(f"[{section.name}] {inspect.getdoc(type(obj))}")
+    for name, obj in _section_items(cfg):
+        lines.append(f"[{name}] {inspect.getdoc(type(obj))}")
         docs = field_docs(type(obj))
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
-            lines.append(f"  {section.name}.{f.name} = {value!r}")
+            lines.append(f"  {name}.{f.name} = {value!r}")
             lines.append(f"      {docs.get(f.name, '')}")
     return "\n".join(lines)
 

@@ -1,26 +1,65 @@
-"""Build the learner's parts from a config: one place, so every runner gets the same ones."""
+"""Build an agent's parts from a config: one place, so every runner gets the same learner,
+actors, replay, n-step writer and exploration schedule."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 
-from shoal.agent.dqn import DQN
+from shoal.agent.actor import Actor, WeightSource
+from shoal.agent.learner import DQN, Learner
+from shoal.agent.networks import Params, make_q_network
 from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.replay import NStepWriter, ReplayBuffer
 from shoal.run.seeding import derive_seed
 
-__all__ = ["REPLAY_STREAM", "build_dqn", "build_epsilon", "build_nstep", "build_replay"]
+__all__ = [
+    "REPLAY_STREAM",
+    "build_actor",
+    "build_epsilon",
+    "build_learner",
+    "build_nstep",
+    "build_replay",
+]
 
 REPLAY_STREAM = 2
 """Seed stream of replay sampling."""
 
 
-def build_dqn(cfg: Config, spec: EnvSpec) -> DQN:
-    """The DQN learner, its weights initialised from the run seed."""
+def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
+    """The learner, its weights initialised from the run seed."""
     torch.manual_seed(cfg.run.seed)
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device)
+
+
+def build_actor(
+    cfg: Config,
+    spec: EnvSpec,
+    rng: np.random.Generator,
+    *,
+    params: Params | None = None,
+    source: WeightSource | None = None,
+    device: str | torch.device = "cpu",
+    network: Any = None,
+) -> Actor:
+    """An actor for ``spec``'s env acting with ``params`` (e.g. the learner's own) or with
+    weights pulled from ``source``; it builds its own inference-only network unless given
+    one."""
+    if network is None:
+        network = make_q_network(cfg.dqn, spec.obs_dim, spec.n_actions).requires_grad_(False)
+    return Actor(
+        network,
+        params=params,
+        source=source,
+        n_actions=spec.n_actions,
+        action_mask=cfg.dqn.action_mask,
+        device=device,
+        rng=rng,
+    )
 
 
 def build_replay(cfg: Config, spec: EnvSpec) -> ReplayBuffer:

@@ -5,15 +5,16 @@ one of K discrete actions and a continuous parameter for it (a P-DQN-style head,
 without a critic over the continuous part). One network gives
 
 * Q-values ``Q(s, k)`` for the K discrete actions, learned exactly as
-  :class:`~shoal.agent.dqn.DQN` learns them (double-DQN n-step Huber loss with importance
-  weights). ``Q(s, k)`` is the value of choosing ``k`` with the continuous values the
-  behaviour policy used;
+  :class:`~shoal.agent.learner.DQN` learns them (the same loss code: double-DQN n-step
+  Huber loss with importance weights, action mask). ``Q(s, k)`` is the value of choosing
+  ``k`` with the continuous values the behaviour policy used;
 * a continuous action ``mu(s, k)`` for each k, squashed by tanh into ``[low, high]``,
   learned by advantage-weighted regression onto the continuous actions that were taken.
 
-:class:`HybridDQN` is a :class:`~shoal.agent.dqn.DQN` with another network and loss: it
-inherits side-effect-free ``gradients``, ``apply``, ``update``, target updates and
-checkpoints, and its ``greedy`` and ``act`` return both parts of the action.
+:class:`HybridDQN` is a :class:`~shoal.agent.learner.Learner` with its own network and
+:class:`HybridLoss`, an extension of :class:`~shoal.agent.losses.DQNLoss`; it inherits
+side-effect-free ``gradients``, ``apply``, ``step``, target updates and checkpoints.
+:class:`HybridActor` acts with both parts of the action.
 
 Example:
     >>> import numpy as np
@@ -24,7 +25,7 @@ Example:
     ...     "action_cont": np.zeros((8, 1), np.float32), "reward": np.ones(8, np.float32),
     ...     "next_obs": np.zeros((8, 4), np.float32),
     ...     "discount": np.full(8, 0.99, np.float32)}, "cpu")
-    >>> info = agent.update(batch)
+    >>> info = agent.step(batch)
     >>> info.td_errors.shape
     (8,)
 """
@@ -33,17 +34,20 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from shoal.agent.dqn import DQN, Batch
-from shoal.agent.networks import QNetwork
+from shoal.agent.actor import Actor
+from shoal.agent.learner import Learner
+from shoal.agent.losses import Batch, DQNLoss, mask_illegal
+from shoal.agent.networks import Params, QNetwork
 from shoal.config import DQNConfig
 
-__all__ = ["HybridBatch", "HybridDQN", "HybridQNetwork"]
+__all__ = ["HybridActor", "HybridBatch", "HybridDQN", "HybridLoss", "HybridQNetwork"]
 
 ArrayLike = float | Sequence[float] | np.ndarray
 
@@ -74,8 +78,10 @@ class HybridQNetwork(QNetwork):
         low: ArrayLike,
         high: ArrayLike,
         dueling: bool = False,
+        board: Sequence[int] = (),
+        conv: Sequence[int] = (),
     ) -> None:
-        super().__init__(obs_dim, n_actions, hidden=hidden, dueling=dueling)
+        super().__init__(obs_dim, n_actions, hidden=hidden, dueling=dueling, board=board, conv=conv)
         lo, hi = _bounds(low, high, action_dim)
         self.n_actions = n_actions
         self.action_dim = action_dim
@@ -85,12 +91,17 @@ class HybridQNetwork(QNetwork):
         self.register_buffer("act_mid", torch.as_tensor((hi + lo) / 2), persistent=False)
         self.register_buffer("act_half", torch.as_tensor((hi - lo) / 2), persistent=False)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def apply_params(self, params: Params, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Q-values ``(batch, n_actions)`` and continuous actions
-        ``(batch, n_actions, action_dim)``."""
-        z = self.torso(obs)
-        raw = self.cont(z).view(-1, self.n_actions, self.action_dim)
-        return self.q_values(z), self.act_mid + self.act_half * torch.tanh(raw)
+        ``(batch, n_actions, action_dim)`` under explicit ``params``."""
+        z = self.features(params, obs)
+        raw = F.linear(z, params["cont.weight"], params["cont.bias"])
+        raw = raw.view(*raw.shape[:-1], self.n_actions, self.action_dim)
+        return self.q_values(params, z), self.act_mid + self.act_half * torch.tanh(raw)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        """Q-values and continuous actions under the module's own parameters."""
+        return self.apply_params(dict(self.named_parameters()), obs)
 
 
 def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -110,7 +121,7 @@ def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarra
 class HybridBatch(Batch):
     """A batch of n-step transitions with hybrid actions, as tensors on the learner's device.
 
-    As :class:`~shoal.agent.dqn.Batch`, plus ``action_cont``: the continuous part of the
+    As :class:`~shoal.agent.losses.Batch`, plus ``action_cont``: the continuous part of the
     first action, ``(B, action_dim)`` float32, next to its discrete part ``action``.
     """
 
@@ -128,14 +139,51 @@ class HybridBatch(Batch):
         )
 
 
-class HybridDQN(DQN):
+class HybridLoss(DQNLoss):
+    """:class:`~shoal.agent.losses.DQNLoss` on the discrete part plus advantage-weighted
+    regression on the continuous part (see :class:`HybridDQN`), over explicit parameters.
+    """
+
+    def __init__(
+        self,
+        network: HybridQNetwork,
+        *,
+        cont_weight: float,
+        beta: float,
+        max_weight: float,
+        **dqn: Any,
+    ) -> None:
+        super().__init__(network, **dqn)
+        self.cont_weight = cont_weight
+        self.beta = beta
+        self.max_weight = max_weight
+
+    def __call__(
+        self, params: Params, target_params: Params, batch: HybridBatch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Huber TD loss plus the weighted continuous regression, and the per-sample TD
+        errors (detached) for replay priorities."""
+        (_, mu_tm1), q_a, target = self.td_terms(params, target_params, batch)
+        td = (target - q_a).detach()
+        huber = F.huber_loss(q_a, target, reduction="none", delta=self.huber_delta)
+        discrete = (batch.weights * huber).mean()
+        b = q_a.shape[0]
+        mu_a = mu_tm1[torch.arange(b, device=mu_tm1.device), batch.action]  # (B, d)
+        mse = (((mu_a - batch.action_cont) / self.network.act_half) ** 2).mean(dim=-1)
+        adv_w = torch.exp(self.beta * td).clamp(max=self.max_weight)
+        continuous = (batch.weights * adv_w * mse).mean()
+        return discrete + self.cont_weight * continuous, td
+
+
+class HybridDQN(Learner):
     """Double-DQN on the discrete part, advantage-weighted regression on the continuous part.
 
     The loss of a batch is
 
         ``huber(td) + cont_weight * mean(is_weight * w * mse)``
 
-    where the first term is :class:`~shoal.agent.dqn.DQN`'s loss, unchanged, and
+    where the first term is :class:`~shoal.agent.losses.DQNLoss`'s loss, unchanged (the same
+    TD target, double-Q bootstrap and action mask), and
     ``mse = mean_j ((mu_j(s, a) - x_j) / half_range_j) ** 2`` compares the head's continuous
     action for the *taken* discrete action ``a`` with the taken continuous action ``x``, in
     units of the box's half-range so that ``cont_weight`` does not depend on the bounds.
@@ -162,16 +210,18 @@ class HybridDQN(DQN):
             On HybridTarget, beta = 1 reaches about 7 of 10, 5 about 9.5, and 0 (plain
             regression onto the behaviour) stays at the 5 of ignoring the continuous part.
         max_weight: cap on the advantage weights.
-        noise_std: std of the Gaussian exploration noise of :meth:`act`, in units of the
-            box's half-range.
         device: 'auto', 'cpu', 'cuda' or a torch device.
 
     Example:
         >>> agent = HybridDQN(4, 3, 1, DQNConfig(hidden=[16]), low=-1.0, high=1.0,
         ...                   device="cpu")
-        >>> a, x = agent.act(np.zeros(4, np.float32), 0.1, np.random.default_rng(0))
-        >>> 0 <= a < 3, x.shape, bool(-1.0 <= x[0] <= 1.0)
-        (True, (1,), True)
+        >>> batch = HybridBatch.from_numpy({
+        ...     "obs": np.zeros((8, 4), np.float32), "action": np.zeros(8, np.int64),
+        ...     "action_cont": np.zeros((8, 1), np.float32), "reward": np.ones(8, np.float32),
+        ...     "next_obs": np.zeros((8, 4), np.float32),
+        ...     "discount": np.full(8, 0.99, np.float32)}, "cpu")
+        >>> agent.step(batch).td_errors.shape
+        (8,)
     """
 
     def __init__(
@@ -186,20 +236,16 @@ class HybridDQN(DQN):
         cont_weight: float = 1.0,
         beta: float = 5.0,
         max_weight: float = 20.0,
-        noise_std: float = 0.2,
         device: str | torch.device | None = "auto",
     ) -> None:
-        for name, value in (("cont_weight", cont_weight), ("beta", beta), ("noise_std", noise_std)):
+        for name, value in (("cont_weight", cont_weight), ("beta", beta)):
             if not value >= 0:
                 raise ValueError(f"{name} must be >= 0, got {value!r}")
         if not max_weight > 0:
             raise ValueError(f"max_weight must be > 0, got {max_weight!r}")
+        self.n_actions = n_actions
         self.action_dim = action_dim
         self.low, self.high = _bounds(low, high, action_dim)
-        self.cont_weight = cont_weight
-        self.beta = beta
-        self.max_weight = max_weight
-        self.noise_std = noise_std
         network = HybridQNetwork(
             obs_dim,
             n_actions,
@@ -208,71 +254,79 @@ class HybridDQN(DQN):
             low=self.low,
             high=self.high,
             dueling=cfg.dueling,
+            board=cfg.board,
+            conv=cfg.conv,
         )
-        super().__init__(obs_dim, n_actions, cfg, device=device, network=network)
+        loss = HybridLoss(
+            network,
+            cont_weight=cont_weight,
+            beta=beta,
+            max_weight=max_weight,
+            double=cfg.double,
+            huber_delta=cfg.huber_delta,
+            action_mask=cfg.action_mask,
+        )
+        super().__init__(network, loss, cfg, device=device)
 
-    # --- the loss: a pure function of the current weights and a batch ---------------------
-    def loss(self, batch: HybridBatch) -> tuple[torch.Tensor, torch.Tensor]:
-        """Huber TD loss plus the weighted continuous regression (see the class docstring),
-        and the per-sample TD errors (detached) for replay priorities."""
-        b = batch.obs.shape[0]
-        if self.cfg.double:
-            # One forward over obs and next_obs together: half the kernel launches.
-            q_all, mu_all = self.online(torch.cat([batch.obs, batch.next_obs]))
-            q_tm1, mu_tm1 = q_all[:b], mu_all[:b]
-            a_t = q_all[b:].detach().argmax(dim=1, keepdim=True)
-            with torch.no_grad():
-                q_t = self.target(batch.next_obs)[0].gather(1, a_t).squeeze(1)
-        else:
-            q_tm1, mu_tm1 = self.online(batch.obs)
-            with torch.no_grad():
-                q_t = self.target(batch.next_obs)[0].max(dim=1).values
-        q_a = q_tm1.gather(1, batch.action.unsqueeze(1)).squeeze(1)
-        target = batch.reward + batch.discount * q_t
-        td = (target - q_a).detach()
-        huber = F.huber_loss(q_a, target, reduction="none", delta=self.cfg.huber_delta)
-        discrete = (batch.weights * huber).mean()
+    def make_batch(self, sample: Mapping[str, np.ndarray]) -> HybridBatch:
+        """A replay sample (with ``action_cont``) as tensors on this learner's device."""
+        return HybridBatch.from_numpy(sample, self.device)
 
-        mu_a = mu_tm1[torch.arange(b, device=mu_tm1.device), batch.action]  # (B, d)
-        mse = (((mu_a - batch.action_cont) / self.online.act_half) ** 2).mean(dim=1)
-        adv_w = torch.exp(self.beta * td).clamp(max=self.max_weight)
-        continuous = (batch.weights * adv_w * mse).mean()
-        return discrete + self.cont_weight * continuous, td
 
-    # --- acting ---------------------------------------------------------------------------
+class HybridActor(Actor):
+    """Acting with a hybrid network: ``select_action`` returns ``(discrete, continuous)``.
+
+    With probability ``epsilon`` a uniformly random action from the whole space (both
+    parts), as DQN's random action, so ``epsilon = 1`` is the uniform random policy;
+    otherwise the greedy action with Gaussian noise (std ``noise_std`` times the half-range)
+    on the continuous part, clipped to the box. The noise does not decay with epsilon: the
+    regression can only move the head towards values that were tried, so it needs some
+    local exploration throughout.
+
+    Example:
+        >>> agent = HybridDQN(4, 3, 1, DQNConfig(hidden=[16]), low=-1.0, high=1.0,
+        ...                   device="cpu")
+        >>> actor = HybridActor(agent.online, params=agent.params, n_actions=3,
+        ...                     rng=np.random.default_rng(0))
+        >>> (a, x), _ = actor.select_action(np.zeros(4, np.float32))
+        >>> 0 <= a < 3, x.shape, bool(-1.0 <= x[0] <= 1.0)
+        (True, (1,), True)
+    """
+
+    def __init__(self, network: HybridQNetwork, *, noise_std: float = 0.2, **kw: Any) -> None:
+        if not noise_std >= 0:
+            raise ValueError(f"noise_std must be >= 0, got {noise_std!r}")
+        super().__init__(network, **kw)
+        self.noise_std = noise_std
+        self.low = (network.act_mid - network.act_half).cpu().numpy()
+        self.high = (network.act_mid + network.act_half).cpu().numpy()
+
     @torch.inference_mode()
-    def greedy(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Greedy actions for a batch of observations: the discrete actions ``(B,)`` (first
-        max on ties) and the head's continuous actions for them ``(B, action_dim)``."""
+    def greedy_both(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy discrete actions ``(B,)`` (legal ones, if masked; first max on ties) and
+        the head's continuous actions for them ``(B, action_dim)``."""
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        q, mu = self.online(x)
+        q, mu = self.network.apply_params(self.params, x)
+        if self.action_mask:
+            q = mask_illegal(q, x)
         a = q.argmax(dim=1)
-        cont = mu[torch.arange(len(a), device=mu.device), a]
-        return a.cpu().numpy(), cont.cpu().numpy()
+        return a.cpu().numpy(), mu[torch.arange(len(a), device=mu.device), a].cpu().numpy()
 
-    def act(
-        self,
-        obs: np.ndarray,
-        epsilon: float,
-        rng: np.random.Generator,
-        *,
-        noise_std: float | None = None,
-    ) -> tuple[int, np.ndarray]:
-        """Exploring action ``(discrete, continuous)`` for one observation.
+    def greedy(self, obs: np.ndarray) -> list[tuple[int, np.ndarray]]:  # type: ignore[override]
+        """Greedy ``(discrete, continuous)`` actions for a batch of observations."""
+        a, x = self.greedy_both(obs)
+        return [(int(ai), xi) for ai, xi in zip(a, x)]
 
-        With probability ``epsilon`` a uniformly random action from the whole space (both
-        parts), as DQN's random action, so ``epsilon = 1`` is the uniform random policy;
-        otherwise the greedy action with Gaussian noise (std ``noise_std`` times the
-        half-range, default the constructor's) on the continuous part, clipped to the box.
-        The noise does not decay with epsilon: the regression can only move the head
-        towards values that were tried, so it needs some local exploration throughout.
-        """
-        if rng.random() < epsilon:
+    def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
+        """An exploring ``(discrete, continuous)`` action for one observation."""
+        rng = self.rng
+        if rng.random() < self.epsilon:
             x = rng.uniform(self.low, self.high).astype(np.float32)
-            return int(rng.integers(self.n_actions)), x
-        a, mu = self.greedy(obs[None])
-        std = self.noise_std if noise_std is None else noise_std
+            if self.action_mask:
+                return (int(rng.choice(np.flatnonzero(obs[-self.n_actions :] > 0.5))), x), state
+            return (int(rng.integers(self.n_actions)), x), state
+        a, mu = self.greedy_both(obs[None])
         x = mu[0]
-        if std > 0:
-            x = x + rng.normal(0.0, std, self.action_dim) * (self.high - self.low) / 2
-        return int(a[0]), np.clip(x, self.low, self.high).astype(np.float32)
+        if self.noise_std > 0:
+            x = x + rng.normal(0.0, self.noise_std, len(x)) * (self.high - self.low) / 2
+        return (int(a[0]), np.clip(x, self.low, self.high).astype(np.float32)), state

@@ -1,18 +1,29 @@
 """Q-networks: an MLP torso (optionally after a convolutional board encoder) with a plain or
-a dueling head."""
+a dueling head.
+
+Every network is a pure function of explicit parameters, :meth:`QNetwork.apply_params`
+``(params, obs) -> q``, so that one loss serves one learner (its own parameters), K
+stacked learners (``torch.func.vmap`` over stacked parameters) and actors that hold a
+published copy of the weights without loading it into a module. ``forward`` is that same
+function applied to the module's own parameters.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 if TYPE_CHECKING:
     from shoal.config import DQNConfig
 
-__all__ = ["BoardEncoder", "QNetwork", "make_q_network"]
+__all__ = ["BoardEncoder", "Params", "QNetwork", "make_q_network"]
+
+Params = Mapping[str, torch.Tensor]
+"""Parameters by their ``state_dict`` names (``torso.0.weight``, ...)."""
 
 
 class BoardEncoder(nn.Module):
@@ -39,11 +50,18 @@ class BoardEncoder(nn.Module):
         self.board = h * w * self.shape[2]
         self.width = h * w * c + extra
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+    def apply_params(self, params: Params, prefix: str, obs: torch.Tensor) -> torch.Tensor:
         """Conv features of the board, flattened, followed by the other entries."""
         h, w, c = self.shape
-        board = obs[:, : self.board].reshape(-1, h, w, c).permute(0, 3, 1, 2)
-        return torch.cat([self.conv(board).flatten(1), obs[:, self.board :]], dim=1)
+        x = obs[..., : self.board].reshape(-1, h, w, c).permute(0, 3, 1, 2)
+        for i in range(0, len(self.conv), 2):
+            name = f"{prefix}conv.{i}."
+            x = F.relu(F.conv2d(x, params[name + "weight"], params[name + "bias"], padding=1))
+        return torch.cat([x.flatten(1), obs[..., self.board :]], dim=-1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Conv features of the board, flattened, followed by the other entries."""
+        return self.apply_params(dict(self.named_parameters()), "", obs)
 
 
 class QNetwork(nn.Module):
@@ -55,6 +73,9 @@ class QNetwork(nn.Module):
     Example:
         >>> net = QNetwork(4, 2, hidden=[32, 32], dueling=True)
         >>> net(torch.zeros(5, 4)).shape
+        torch.Size([5, 2])
+        >>> params = {k: v + 1 for k, v in net.state_dict().items()}
+        >>> net.apply_params(params, torch.zeros(5, 4)).shape
         torch.Size([5, 2])
     """
 
@@ -82,6 +103,7 @@ class QNetwork(nn.Module):
         self.torso = nn.Sequential(*layers)
         self.width = width
         """Size of the torso's output (the features heads read)."""
+        self.n_actions = n_actions
         self.dueling = dueling
         if dueling:
             self.value = nn.Linear(width, 1)
@@ -89,16 +111,32 @@ class QNetwork(nn.Module):
         else:
             self.head = nn.Linear(width, n_actions)
 
-    def q_values(self, z: torch.Tensor) -> torch.Tensor:
+    def features(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
+        """The torso's output for ``obs`` under ``params``."""
+        x = obs
+        for i, layer in enumerate(self.torso):
+            if isinstance(layer, BoardEncoder):
+                x = layer.apply_params(params, f"torso.{i}.", x)
+            elif isinstance(layer, nn.Linear):
+                x = F.relu(F.linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]))
+        return x
+
+    def q_values(self, params: Params, z: torch.Tensor) -> torch.Tensor:
         """Q-values from torso features ``z`` (shared with heads added by subclasses)."""
         if not self.dueling:
-            return self.head(z)
-        adv = self.advantage(z)
-        return self.value(z) + adv - adv.mean(dim=1, keepdim=True)
+            return F.linear(z, params["head.weight"], params["head.bias"])
+        adv = F.linear(z, params["advantage.weight"], params["advantage.bias"])
+        value = F.linear(z, params["value.weight"], params["value.bias"])
+        return value + adv - adv.mean(dim=-1, keepdim=True)
+
+    def apply_params(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
+        """Q-values of shape (batch, n_actions) under explicit ``params``: a pure function,
+        so it runs under ``torch.func`` transforms."""
+        return self.q_values(params, self.features(params, obs))
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values of shape (batch, n_actions)."""
-        return self.q_values(self.torso(obs))
+        """Q-values of shape (batch, n_actions) under the module's own parameters."""
+        return self.apply_params(dict(self.named_parameters()), obs)
 
 
 def make_q_network(cfg: DQNConfig, obs_dim: int, n_actions: int) -> QNetwork:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shoal.agent.targets import td_target as _td
+
 __all__ = [
     "AlphaSchedule",
     "constant",
@@ -89,8 +91,8 @@ def make_alpha(kind: str, value: float = 1.0) -> AlphaSchedule:
 def td_target(reward: float, gamma: float, next_q: np.ndarray | None, terminal: bool) -> float:
     """r + gamma * max_a' q(s', a'); just r when the episode ended or s' has no actions."""
     if terminal or next_q is None or len(next_q) == 0:
-        return float(reward)
-    return float(reward + gamma * np.max(next_q))
+        return float(_td(reward, 0.0, 0.0))
+    return float(_td(reward, gamma, np.max(next_q)))
 
 
 def count_bonus(n: np.ndarray, beta: float) -> np.ndarray:

@@ -12,6 +12,11 @@ the workers load and play against. Sampling modes:
 The learner's results against each snapshot (+1, 0, -1 per game) are recorded, which both
 feeds ``winrate`` sampling and is reported.
 
+:class:`SelfPlay` is the plug-in the processes runner takes when ``[selfplay]`` is enabled
+(the runner itself imports no game): it keeps the pool, publishes the sampled opponent to
+the workers through a second weight store, loads it into each worker's env
+(:class:`OpponentLoader`) and adds the two-player record to every evaluation.
+
 Example:
     >>> import torch
     >>> pool = OpponentPool(size=2, mode="winrate", seed=0)
@@ -24,13 +29,18 @@ Example:
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["SAMPLING_MODES", "OpponentPool"]
+from shoal.config import param
+from shoal.errors import ConfigError
+from shoal.run.seeding import derive_seed
+
+__all__ = ["SAMPLING_MODES", "OpponentLoader", "OpponentPool", "SelfPlay", "SelfPlayConfig"]
 
 SAMPLING_MODES = ("latest", "uniform", "winrate")
 
@@ -108,3 +118,162 @@ class OpponentPool:
         self._games = {int(k): list(v) for k, v in state["games"].items()}
         self._next_id = int(state["next_id"])
         self._rng.bit_generator.state = state["rng"]
+
+
+@dataclass
+class SelfPlayConfig:
+    """Self-play for two-player envs (processes runner): an opponent pool of snapshots."""
+
+    enabled: bool = False
+    """Play against snapshots of earlier policies (the env must accept an opponent)."""
+    snapshot_every: int = param(10, gt=0)
+    """Learner batches between snapshots added to the pool."""
+    pool_size: int = param(10, gt=0)
+    """Snapshots kept; the oldest is dropped beyond this."""
+    sampling: str = param("uniform", choices=("latest", "uniform", "winrate"))
+    """How each batch's opponent is drawn from the pool."""
+    random_fraction: float = param(0.2, ge=0.0, le=1.0)
+    """Share of batches played against the random player instead of the pool."""
+
+    def check(self, cfg: Any) -> None:
+        """Reject a self-play config that cannot work, before any work starts."""
+        if not self.enabled:
+            return
+        if cfg.run.runner != "processes":
+            raise ConfigError(
+                f"config key 'selfplay.enabled': needs run.runner = 'processes', "
+                f"got {cfg.run.runner!r}"
+            )
+        from shoal.envs import make_env
+
+        env = make_env(cfg.env)
+        try:
+            if not hasattr(env.unwrapped, "set_opponent"):
+                raise ConfigError(
+                    f"config key 'selfplay.enabled': env {cfg.env.id!r} has no opponent to "
+                    "replace (two-player envs such as shoal/ConnectFour-v0 do)"
+                )
+        finally:
+            env.close()
+
+    def build(self, cfg: Any, template: Mapping[str, torch.Tensor]) -> SelfPlay:
+        """The plug-in for a run of ``cfg``."""
+        return SelfPlay(self, template, seed=cfg.run.seed, games=cfg.run.eval_episodes)
+
+
+SELFPLAY_STREAM = 4
+"""Seed stream of opponent choices (shared with the workers' stream on purpose: it is the
+same stream the processes runner always used, so runs stay reproducible)."""
+
+
+class SelfPlay:
+    """The self-play plug-in of the processes runner (see the module docstring)."""
+
+    def __init__(
+        self,
+        cfg: SelfPlayConfig,
+        template: Mapping[str, torch.Tensor],
+        *,
+        seed: int,
+        games: int = 20,
+    ) -> None:
+        from shoal.sync.weights import SharedWeightStore
+
+        self.cfg = cfg
+        self.pool = OpponentPool(cfg.pool_size, cfg.sampling, seed=seed)
+        self.opponents = SharedWeightStore(template, meta_keys=("opponent",))
+        self._rng = np.random.default_rng(derive_seed(seed, SELFPLAY_STREAM))
+        self.seed = seed
+        self.games = games
+        self.record: dict[str, float] = {}
+        """The latest evaluation's two-player record."""
+
+    def worker_part(self) -> OpponentLoader:
+        """What each rollout worker gets: loads the published opponent into its env."""
+        return OpponentLoader(self.opponents)
+
+    def on_episode(self, meta: Mapping[str, float], rewards: np.ndarray) -> None:
+        """Record the learner's result against the snapshot an episode was played with."""
+        opponent = int(meta.get("opponent", -1))
+        if opponent >= 0:
+            self.pool.record(opponent, float(rewards[-1]))
+
+    def on_publish(self, weights: Mapping[str, torch.Tensor], batches: int) -> None:
+        """Snapshot every ``snapshot_every`` batches; publish the next batch's opponent."""
+        if batches > 0 and batches % self.cfg.snapshot_every == 0:
+            self.pool.add(weights)
+        random = self._rng.random() < self.cfg.random_fraction
+        choice = None if random else self.pool.sample()
+        if choice is None:
+            self.opponents.publish(weights, {"opponent": -1})
+        else:
+            self.opponents.publish(choice[1], {"opponent": choice[0]})
+
+    def eval_metrics(self, actor: Any) -> dict[str, float]:
+        """Win rates against the random and the one-step-lookahead player, as first and
+        as second player, and the pool size."""
+        from shoal.envs.connect_four import heuristic_player, play_match, random_player
+
+        games = self.games
+        out: dict[str, float] = {"pool_size": float(len(self.pool))}
+        for name, opponent in (("random", random_player), ("heuristic", heuristic_player)):
+            for first in (True, False):
+                rec = play_match(
+                    lambda obs: int(actor.greedy(obs[None])[0]),
+                    opponent,
+                    games,
+                    learner_first=first,
+                    seed=self.seed,
+                )
+                out[f"win_{name}_{'first' if first else 'second'}"] = rec["win"]
+        self.record = out
+        return out
+
+    def state_dict(self) -> dict[str, Any]:
+        """The pool (snapshots and records) and the opponent-choice generator."""
+        return {"pool": self.pool.state_dict(), "rng": self._rng.bit_generator.state}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.pool.load_state_dict(state["pool"])
+        self._rng.bit_generator.state = state["rng"]
+
+    def close(self) -> None:
+        """Release the opponents' shared memory; safe to call twice."""
+        self.opponents.close()
+
+
+class OpponentLoader:
+    """Worker side of :class:`SelfPlay`: before each episode, load the newest published
+    opponent (a pool snapshot, greedy over legal moves, or the random player) into the
+    env's other seat."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.version = -1
+        self.opponent = -1
+        self.net: Any = None
+
+    def before_episode(self, env: Any, actor: Any) -> dict[str, float]:
+        """Refresh the env's opponent if a newer one was published; returns the episode's
+        meta (the opponent's snapshot id)."""
+        got = self.store.pull(self.version)
+        if got is not None:
+            self.version, self.opponent = got.version, int(got.meta["opponent"])
+            env.unwrapped.set_opponent(self._policy(actor, got.state))
+        return {"opponent": float(self.opponent)}
+
+    def _policy(self, actor: Any, state: Mapping[str, torch.Tensor]) -> Callable[..., int]:
+        from shoal.agent.losses import mask_illegal
+        from shoal.envs.connect_four import random_player
+
+        if self.opponent < 0:
+            return random_player
+        network, params = actor.network, dict(state)
+
+        @torch.inference_mode()
+        def play(obs: np.ndarray, rng: np.random.Generator) -> int:
+            x = torch.as_tensor(obs[None], dtype=torch.float32)
+            return int(mask_illegal(network.apply_params(params, x), x).argmax(dim=-1)[0])
+
+        return play

@@ -42,28 +42,39 @@ class RunDir:
         return self.path / "checkpoints" / "latest.pt"
 
     @property
+    def best(self) -> Path:
+        """Weights of the best greedy evaluation so far (``shoal eval`` uses them)."""
+        return self.path / "checkpoints" / "best.pt"
+
+    @property
     def curve(self) -> Path:
         """The learning-curve plot."""
         return self.path / "curve.png"
 
     @classmethod
-    def create(cls, out: str | Path, name: str, path: str | Path | None = None) -> RunDir:
+    def create(
+        cls, out: str | Path, name: str, path: str | Path | None = None, *, resumable: bool = True
+    ) -> RunDir:
         """Make a new run directory; never reuses (and so never overwrites) an existing one.
 
         ``path`` names the directory exactly; otherwise it is ``out/name-YYYYmmdd-HHMMSS``.
+        ``resumable``: the error for an existing directory suggests ``--resume`` (off for
+        commands that cannot resume, e.g. ``shoal sudoku train``). ``checkpoints/`` appears
+        with the first checkpoint (checkpoint writes create their directory).
         """
         target = (
             Path(path)
             if path is not None
             else Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
         )
-        if target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            target.mkdir()  # atomic: of two runs racing for one name, exactly one wins
+        except FileExistsError:
+            hint = f", or continue it with --resume {target}" if resumable else ""
             raise RunDirError(
-                f"run directory '{target}' already exists; pick another --run-dir, or "
-                f"continue it with --resume {target}"
-            )
-        target.mkdir(parents=True)
-        (target / "checkpoints").mkdir()
+                f"run directory '{target}' already exists; pick another --run-dir{hint}"
+            ) from None
         return cls(target)
 
     @classmethod

@@ -1,2 +1,92 @@
-"""Runners: each wires the same parts (actor, learner, replay, weights) with its own
-transport. The serial runner is the oracle the others are tested against."""
+"""Runners and their registry.
+
+A runner wires the same parts (actor, learner, replay, weight store) with its own
+transport, and supplies only how experience is collected and how learning is scheduled;
+:class:`~shoal.run.loop.RunLoop` does the rest. The serial runner is the oracle the others
+are tested against. Adding a runner is its own module plus one line in :data:`RUNNERS`
+(or a :func:`register_runner` call); a runner owns its config section (its ``section``
+class attribute) and its ``--help`` text (its docstring's first line).
+
+Importing this package imports no runner: they load on first use, so configs and the CLI
+start fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = [
+    "PLUGIN_SECTIONS",
+    "RUNNERS",
+    "config_sections",
+    "describe_runners",
+    "register_runner",
+    "runner_class",
+    "runner_names",
+]
+
+RUNNERS: dict[str, Any] = {
+    "serial": "shoal.runners.serial:SerialRunner",
+    "threads": "shoal.runners.threads:ThreadsRunner",
+    "processes": "shoal.runners.processes:ProcessesRunner",
+}
+"""``run.runner`` name -> runner class, or ``"module:Class"`` loaded on first use."""
+
+PLUGIN_SECTIONS: dict[str, str] = {
+    "selfplay": "shoal.games.selfplay:SelfPlayConfig",
+}
+"""Config sections owned by plug-ins rather than runners."""
+
+
+def _load(target: Any) -> Any:
+    if not isinstance(target, str):
+        return target
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def register_runner(name: str, runner: Any) -> None:
+    """Add (or replace) a runner under ``name``: a class or a ``"module:Class"`` string."""
+    RUNNERS[name] = runner
+
+
+def runner_names() -> list[str]:
+    """Names ``run.runner`` accepts."""
+    return list(RUNNERS)
+
+
+def runner_class(name: str) -> Any:
+    """The runner class registered as ``name``."""
+    if name not in RUNNERS:
+        from shoal.errors import ConfigError
+
+        allowed = ", ".join(repr(n) for n in RUNNERS)
+        raise ConfigError(f"config key 'run.runner': {name!r} is not one of {allowed}")
+    cls = _load(RUNNERS[name])
+    RUNNERS[name] = cls
+    return cls
+
+
+def config_sections() -> dict[str, type]:
+    """Every registered runner's and plug-in's own config section, by section name."""
+    out: dict[str, type] = {}
+    for name in RUNNERS:
+        section = getattr(runner_class(name), "section", None)
+        if section is not None:
+            out[section[0]] = section[1]
+    for name, target in PLUGIN_SECTIONS.items():
+        out[name] = _load(target)
+    return out
+
+
+def describe_runners() -> str:
+    """One line per runner: its name, config section and summary (for ``--help``)."""
+    lines = []
+    for name in RUNNERS:
+        cls = runner_class(name)
+        doc = (cls.__doc__ or "").strip().splitlines()
+        section = getattr(cls, "section", None)
+        where = f" [{section[0]}]" if section else ""
+        lines.append(f"  {name}{where}: {doc[0] if doc else ''}")
+    return "\n".join(lines)

@@ -1,124 +1,146 @@
-"""What every DQN runner keeps, whatever its transport: the learner, the replay buffer, the
-exploration schedule, the evaluation envs, the run's counters, and the result it reports.
+"""The runner contract, and what every DQN runner keeps whatever its transport: the
+learner, the replay buffer, the exploration schedule and the learning step.
 
-The serial runner (and the threads runner built on it) and the processes runner differ in
-how experience reaches the learner, not in this bookkeeping; keeping it in one place keeps
-their checkpoints, eval rows and results the same.
+A runner supplies how experience is collected (:meth:`Runner.collect`) and how learning is
+scheduled (:meth:`Runner.learn`); :class:`~shoal.run.loop.RunLoop` owns everything else
+(clock, rows, evaluation, checkpoints, the curve, the result). The other methods have
+do-nothing defaults that a runner overrides where its transport needs them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import contextlib
+from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
-from shoal.agent.builder import build_dqn, build_epsilon, build_replay
-from shoal.agent.dqn import Batch
+from shoal.agent.builder import build_actor, build_epsilon, build_learner, build_replay
 from shoal.config import Config
-from shoal.envs import make_env, probe_env
-from shoal.run.directory import RunDir
-from shoal.run.metrics import MetricsWriter
+from shoal.envs import probe_env
+from shoal.run.loop import Collected
 
-__all__ = ["RunnerBase", "TrainResult"]
-
-
-@dataclass(frozen=True)
-class TrainResult:
-    """What a finished run reports."""
-
-    run_dir: str
-    """Where config, metrics, checkpoints and the curve were written."""
-    eval_return: float
-    """Mean greedy return of the final evaluation."""
-    env_steps: int
-    """Env steps taken in training (across resumes)."""
-    wall_seconds: float
-    """Wall-clock seconds of training (across resumes)."""
-    updates: int
-    """Gradient steps taken."""
-    solved_step: int | None
-    """Env step of the first evaluation that reached run.stop_return (None: never)."""
-    solved_wall_seconds: float | None
-    """Wall-clock seconds at that evaluation."""
+__all__ = ["Collected", "Runner"]
 
 
-class RunnerBase:
-    """The learner, replay, schedule, evaluation envs and counters shared by all runners."""
+class Runner:
+    """Base of every runner: builds the learner, replay and schedule from the config and
+    takes gradient steps on replay samples.
 
-    def __init__(self, cfg: Config, run: RunDir) -> None:
+    Subclasses set :attr:`section` to own a config section and implement :meth:`collect`
+    and :meth:`learn`; the first line of their docstring is their ``--help`` text.
+    """
+
+    section: ClassVar[tuple[str, type] | None] = None
+    """(name, dataclass) of the runner's own config section, or None."""
+
+    def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.run_dir = run
         self.spec = probe_env(cfg.env)
         if cfg.run.torch_threads > 0:
             torch.set_num_threads(cfg.run.torch_threads)
-        self.dqn = build_dqn(cfg, self.spec)
-        self.replay = build_replay(cfg, self.spec)
+        self.learner = build_learner(cfg, self.spec)
+        self.replay: Any = build_replay(cfg, self.spec)
         self.epsilon = build_epsilon(cfg)
-        self.eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
-        # Counters; all of them go into the checkpoint (with each runner's own).
-        self.step = 0
-        self.episode = 0
-        self.wall_before = 0.0
-        self.last_eval: float | None = None
-        self.solved_step: int | None = None
-        self.solved_wall: float | None = None
+        """Exploration epsilon as a function of env steps."""
+        self.loss = float("nan")
+        """The latest training loss (NaN before the first update)."""
 
-    def _counters(self, wall: float) -> dict[str, Any]:
-        """The shared counters, as the checkpoint stores them."""
-        return {
-            "step": self.step,
-            "episode": self.episode,
-            "wall": wall,
-            "last_eval": self.last_eval,
-            "solved_step": self.solved_step,
-            "solved_wall": self.solved_wall,
-        }
+    @property
+    def updates(self) -> int:
+        """Optimizer steps taken so far."""
+        return self.learner.updates
 
-    def _restore_counters(self, c: dict[str, Any]) -> None:
-        self.step, self.episode, self.wall_before = c["step"], c["episode"], c["wall"]
-        self.last_eval, self.solved_step = c["last_eval"], c["solved_step"]
-        self.solved_wall = c["solved_wall"]
-
-    def _learn(self, steps: int) -> float:
-        """``steps`` gradient steps on replay samples; returns the last loss."""
+    def learn_steps(self, steps: int) -> float:
+        """``steps`` gradient steps on replay samples, with priority updates; returns the
+        last loss."""
         loss = float("nan")
         for _ in range(steps):
             sample = self.replay.sample(self.cfg.dqn.batch_size)
-            info = self.dqn.update(Batch.from_numpy(sample, self.dqn.device))
+            info = self.learner.step(self.learner.make_batch(sample))
             self.replay.update_priorities(sample["indices"], info.td_errors)
             loss = info.loss
         return loss
 
-    def _log_eval(
-        self, metrics: MetricsWriter, returns: np.ndarray, wall: float, **extra: float
-    ) -> float:
-        """Record an evaluation's returns: the eval row, the last eval and, the first time
-        the mean reaches run.stop_return, the solved step and time. Returns the mean."""
-        mean = float(returns.mean())
-        self.last_eval = mean
-        metrics.log(
-            "eval",
-            self.step,
-            wall_s=wall,
-            eval_mean=mean,
-            eval_std=float(returns.std()),
-            updates=self.dqn.updates,
-            **extra,
-        )
-        stop = self.cfg.run.stop_return
-        if stop is not None and mean >= stop and self.solved_step is None:
-            self.solved_step, self.solved_wall = self.step, wall
-        return mean
+    def learner_actor(self) -> Any:
+        """An actor on the learner's own live weights (evaluation in serial runs)."""
+        import numpy as np
 
-    def _result(self, wall: float) -> TrainResult:
-        return TrainResult(
-            run_dir=str(self.run_dir.path),
-            eval_return=float("nan") if self.last_eval is None else self.last_eval,
-            env_steps=self.step,
-            wall_seconds=wall,
-            updates=self.dqn.updates,
-            solved_step=self.solved_step,
-            solved_wall_seconds=self.solved_wall,
+        return build_actor(
+            self.cfg,
+            self.spec,
+            np.random.default_rng(0),
+            params=self.learner.params,
+            network=self.learner.online,
+            device=self.learner.device,
         )
+
+    # --- what a runner supplies -------------------------------------------------------------
+    def collect(self, step: int) -> Collected:
+        """Take some env steps (``step`` were taken before) and store what they produced."""
+        raise NotImplementedError
+
+    def learn(self, step: int, new_steps: int) -> None:
+        """Run the learning due now that ``step`` env steps were taken (``new_steps`` of
+        them by the last collect); set :attr:`loss`."""
+        raise NotImplementedError
+
+    # --- hooks with do-nothing defaults -------------------------------------------------------
+    def start(self) -> None:
+        """Start threads or processes (called once, before the first collect)."""
+
+    def at_boundary(self) -> bool:
+        """Whether the run may stop or checkpoint here (serial: between episodes)."""
+        return True
+
+    def done(self, episodes: int) -> bool:
+        """A runner's own reason to stop, given the episodes finished so far."""
+        return False
+
+    def finish(self) -> None:
+        """The run ends normally: complete scheduled learning, flush partial episodes."""
+
+    def interrupt(self) -> None:
+        """The run is cut by Ctrl-C or an error: keep what can be kept (partial episode)."""
+
+    def stop(self) -> None:
+        """Stop and join threads or processes; called at every end, safe to call twice."""
+
+    def eval_actor(self) -> Any:
+        """The actor whose greedy policy evaluations play (its ``params`` become best.pt)."""
+        return self.learner_actor()
+
+    def eval_metrics(self) -> dict[str, float]:
+        """Extra columns of each eval row."""
+        return {}
+
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Extra columns of each tick row."""
+        return {"samples_per_s": updates_per_s * self.cfg.dqn.batch_size}
+
+    def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
+        """Extra figures for the progress bar."""
+        return {}
+
+    def checkpoint_guard(self) -> contextlib.AbstractContextManager[Any]:
+        """Held while a checkpoint is taken (threads: the write lock)."""
+        return contextlib.nullcontext()
+
+    # --- state ---------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything of the runner a checkpoint holds: learner, replay, RNG states."""
+        return {
+            "learner": self.learner.state_dict(),
+            "replay": self.replay.state_dict(),
+            "rng": {
+                "torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            },
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.learner.load_state_dict(state["learner"])
+        self.replay.load_state_dict(state["replay"])
+        torch.set_rng_state(state["rng"]["torch"])
+        if state["rng"]["cuda"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])

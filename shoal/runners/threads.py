@@ -11,7 +11,7 @@ Here each learner thread
    gradients of ``grad_accum_steps`` micro-batches with ``torch.autograd.grad``, forward
    and backward both inside the lock, without touching ``.grad``,
 3. under the **write lock** (alone) averages them, clips, steps the optimizer and moves
-   the target network (:meth:`~shoal.agent.dqn.DQN.apply`),
+   the target network (:meth:`~shoal.agent.learner.Learner.apply`),
 4. every ``sync_every`` updates copies the weights, under the read lock, into a versioned
    store from which the acting thread's inference copy pulls.
 
@@ -28,79 +28,105 @@ after a final checkpoint; so is Ctrl-C.
 
 from __future__ import annotations
 
-import copy
+import contextlib
 import threading
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from shoal.agent.dqn import Batch, epsilon_greedy_action, greedy_actions
-from shoal.config import Config
-from shoal.run.directory import RunDir
-from shoal.run.metrics import MetricsWriter
-from shoal.runners.serial import SerialRunner, TrainResult
+from shoal.agent.actor import Actor
+from shoal.agent.builder import build_actor
+from shoal.config import Config, param
+from shoal.runners.serial import SerialRunner
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rwlock import RWLock
 from shoal.sync.weights import LocalWeightStore
 
-__all__ = ["LearnerThreadError", "ThreadsRunner"]
+__all__ = ["LearnerThreadError", "ThreadsConfig", "ThreadsRunner"]
 
 
 class LearnerThreadError(RuntimeError):
     """A learner thread failed; the original exception is the ``__cause__``."""
 
 
+@dataclass
+class ThreadsConfig:
+    """The threads runner: one acting thread and K learner threads on one network."""
+
+    learner_threads: int = param(2, gt=0)
+    """Learner threads computing gradients in parallel under the read lock."""
+    grad_accum_steps: int = param(1, gt=0)
+    """Micro-batches whose gradients a learner averages into one optimizer step."""
+    sync_every: int = param(10, gt=0)
+    """Optimizer steps between copies of the weights into the acting thread's network."""
+    max_lag: int = param(32, ge=0)
+    """Updates the learners may fall behind the schedule (gradient_steps every train_freq
+    env steps) before acting waits; 0 is lockstep, which reproduces the serial runner."""
+    lock_timeout: float = param(60.0, gt=0.0)
+    """Seconds a thread waits for the read/write lock before failing the run."""
+
+
 class ThreadsRunner(SerialRunner):
-    """Scheme 2: K learner threads behind a read/write lock, one acting thread.
+    """One acting thread and K learner threads on one network behind a read/write lock.
 
     Example:
         >>> from shoal.config import load_config
         >>> cfg = load_config("cartpole", ["run.runner=threads", "threads.learner_threads=2"])
-        >>> # ThreadsRunner(cfg, RunDir.create("runs", "demo")).run()
+        >>> # RunLoop(ThreadsRunner(cfg), ...).run() starts, joins and checks the threads
     """
 
-    def __init__(self, cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> None:
-        super().__init__(cfg, run, resume)
+    section = ("threads", ThreadsConfig)
+
+    def __init__(self, cfg: Config) -> None:
         t = cfg.threads
-        self.replay = LockedReplay(self.replay)  # type: ignore[assignment]
         self.lock = RWLock(timeout=t.lock_timeout, name="dqn-weights")
         self.store = LocalWeightStore()
-        self.inference = copy.deepcopy(self.dqn.online).requires_grad_(False)
-        self._inference_version = -1
-        self.store.publish(self.dqn.online.state_dict(), version=self.dqn.updates)
-        self._pull_weights()
+        super().__init__(cfg)
+        self.replay = LockedReplay(self.replay)
         # Schedule: updates the serial runner would have done by now (scheduled), begun by
         # a learner (started), finished (completed). Guarded by one condition variable.
         self._sched = threading.Condition()
-        self._scheduled = self._started = self._completed = self.dqn.updates
+        self._scheduled = self._started = self._completed = self.learner.updates
         self._stop = threading.Event()
         self._error: BaseException | None = None
-        self._last_loss = float("nan")
         self._staleness: list[int] = []
         self._threads: list[threading.Thread] = []
 
+    def make_actor(self) -> Actor:
+        """Acting reads a versioned copy of the weights, never weights mid-step."""
+        return build_actor(self.cfg, self.spec, self.rng, source=self.store)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore, then restart the schedule from the restored update count."""
+        super().load_state_dict(state)
+        self._scheduled = self._started = self._completed = self.learner.updates
+
+    def start(self) -> None:
+        """Publish the first weights and start the learner threads."""
+        self.store.publish(self.learner.weights(), version=self.learner.updates)
+        self._threads = [
+            threading.Thread(
+                target=self._learner_loop,
+                args=(torch.get_num_threads(),),
+                name=f"shoal-learner-{i}",
+                daemon=True,
+            )
+            for i in range(self.cfg.threads.learner_threads)
+        ]
+        for th in self._threads:
+            th.start()
+
     # --- acting side (the caller's thread) -------------------------------------------------
-    def _pull_weights(self) -> None:
-        got = self.store.pull(self._inference_version)
-        if got is not None:
-            self._inference_version, state = got
-            self.inference.load_state_dict(state)
+    def eval_actor(self) -> Actor:
+        """The acting thread's actor, with the latest published weights."""
+        self.actor.update()
+        return self.actor
 
-    def _inference_greedy(self, obs: np.ndarray) -> np.ndarray:
-        return greedy_actions(self.inference, obs, self.dqn.device, self.cfg.dqn.action_mask)
-
-    def _act(self, obs: np.ndarray, eps: float) -> int:
-        self._pull_weights()
-        return epsilon_greedy_action(self._inference_greedy, obs, eps, self.rng, self.dqn.n_actions)
-
-    def _greedy_policy(self) -> Callable[[np.ndarray], np.ndarray]:
-        self._pull_weights()
-        return self._inference_greedy
-
-    def _on_train_point(self, loss: float) -> float:
+    def on_train_point(self) -> None:
+        """Schedule the updates; wait only if learners fall more than max_lag behind."""
         max_lag = self.cfg.threads.max_lag
         with self._sched:
             self._scheduled += self.cfg.run.gradient_steps
@@ -108,19 +134,21 @@ class ThreadsRunner(SerialRunner):
             while self._scheduled - self._completed > max_lag and self._error is None:
                 self._sched.wait(0.1)
         self._raise_if_failed()
-        return self._last_loss
 
-    def _finish_learning(self) -> None:
+    def finish(self) -> None:
+        """Complete every scheduled update, then flush a partial episode."""
         with self._sched:
             while self._completed < self._scheduled and self._error is None:
                 self._sched.wait(0.1)
         self._raise_if_failed()
+        super().finish()
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
             raise LearnerThreadError(f"a learner thread failed: {self._error!r}") from self._error
 
-    def _tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Samples/s, read/write lock waits and gradient staleness since the last tick."""
         stats = self.lock.stats()
         self.lock.reset_stats()
         with self._sched:
@@ -137,18 +165,18 @@ class ThreadsRunner(SerialRunner):
             extra["staleness_max"] = float(np.max(stale))
         return extra
 
-    def _bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
+    def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
+        """Lock waits and staleness on the progress bar."""
         return {
             "rwait_ms": tick["read_wait_ms"],
             "wwait_ms": tick["write_wait_ms"],
             "stale": tick.get("staleness_mean", 0.0),
         }
 
-    def _checkpoint(self, wall: float, metrics: MetricsWriter) -> None:
-        # The write lock pauses every learner between updates: a consistent snapshot of
-        # weights, optimizer and counters.
-        with self.lock.write():
-            super()._checkpoint(wall, metrics)
+    def checkpoint_guard(self) -> contextlib.AbstractContextManager[Any]:
+        """The write lock pauses every learner between updates: a consistent snapshot of
+        weights, optimizer and counters."""
+        return self.lock.write()
 
     # --- learner threads ---------------------------------------------------------------------
     def _learner_loop(self, torch_threads: int) -> None:
@@ -180,50 +208,29 @@ class ThreadsRunner(SerialRunner):
         samples = [self.replay.sample(self.cfg.dqn.batch_size) for _ in range(t.grad_accum_steps)]
         infos = []
         with self.lock.read():
-            version = self.dqn.updates
+            version = self.learner.updates
             total: list[torch.Tensor] | None = None
             for sample in samples:
-                grads, info = self.dqn.gradients(Batch.from_numpy(sample, self.dqn.device))
+                grads, info = self.learner.gradients(self.learner.make_batch(sample))
                 infos.append(info)
                 total = grads if total is None else [a + b for a, b in zip(total, grads)]
         assert total is not None
         if t.grad_accum_steps > 1:
             total = [g / t.grad_accum_steps for g in total]
         with self.lock.write():
-            staleness = self.dqn.updates - version
-            self.dqn.apply(total)
-            updates = self.dqn.updates
+            staleness = self.learner.updates - version
+            self.learner.apply(total)
+            updates = self.learner.updates
         for sample, info in zip(samples, infos):
             self.replay.update_priorities(sample["indices"], info.td_errors)
         if updates % t.sync_every == 0:
             with self.lock.read():
-                self.store.publish(self.dqn.online.state_dict(), version=updates)
+                self.store.publish(self.learner.weights(), version=updates)
         with self._sched:
-            self._last_loss = float(np.mean([i.loss for i in infos]))
+            self.loss = float(np.mean([i.loss for i in infos]))
             self._staleness.append(staleness)
 
-    # --- the run -----------------------------------------------------------------------------
-    def run(self) -> TrainResult:
-        """Start the learner threads, act in this thread, stop everything at the end."""
-        self._threads = [
-            threading.Thread(
-                target=self._learner_loop,
-                args=(torch.get_num_threads(),),
-                name=f"shoal-learner-{i}",
-                daemon=True,
-            )
-            for i in range(self.cfg.threads.learner_threads)
-        ]
-        for th in self._threads:
-            th.start()
-        try:
-            result = super().run()
-        finally:
-            self.shutdown()
-        self._raise_if_failed()
-        return result
-
-    def shutdown(self, timeout: float = 30.0) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
         """Stop and join the learner threads; safe to call twice."""
         with self._sched:
             self._stop.set()

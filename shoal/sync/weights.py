@@ -1,8 +1,12 @@
 """Versioned weight stores: a learner publishes, actors pull when something newer exists.
 
-One interface, several transports. :class:`LocalWeightStore` serves threads of one process;
-it hands out copies taken at publish time, so an actor never sees weights half-way through
-an optimizer step (``Queue.put(model.state_dict())`` sends live tensors, which can).
+One protocol, several transports: ``publish(state, meta) -> version`` and
+``pull(if_newer_than) -> Versioned | None``, where ``meta`` holds named floats published
+with the weights (epsilon, opponent id, ...) and versions only go up. A new transport (a
+Ray object-store one, say) is one more class with these two methods.
+:class:`LocalWeightStore` serves threads of one process; it hands out copies taken at
+publish time, so an actor never sees weights half-way through an optimizer step
+(``Queue.put(model.state_dict())`` sends live tensors, which can).
 :class:`SharedWeightStore` serves processes: one shared-memory buffer behind a seqlock.
 """
 
@@ -14,16 +18,47 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing import shared_memory
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
 from shoal.sync.segments import attach_segment, release_segment
 
-__all__ = ["LocalWeightStore", "SharedWeightStore", "SharedWeightsHandle"]
+__all__ = [
+    "LocalWeightStore",
+    "SharedWeightStore",
+    "SharedWeightsHandle",
+    "Versioned",
+    "WeightStore",
+]
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """Weights as a store hands them out: load or read them, do not modify them."""
+
+    version: int
+    """Only goes up: a reader keeps it and asks for anything newer."""
+    state: Mapping[str, torch.Tensor]
+    """The weights by ``state_dict`` name."""
+    meta: Mapping[str, float] = field(default_factory=dict)
+    """Named values published with the weights (e.g. ``epsilon``, ``opponent``)."""
+
+
+@runtime_checkable
+class WeightStore(Protocol):
+    """What every weight transport offers (in-process, shared memory, Ray object store)."""
+
+    def publish(self, state: Mapping[str, torch.Tensor], meta: Mapping[str, float] = ...) -> int:
+        """Store a copy of ``state`` with ``meta``; returns the new version."""
+        ...
+
+    def pull(self, if_newer_than: int = -1) -> Versioned | None:
+        """The latest weights if newer than ``if_newer_than``, else None."""
+        ...
 
 
 class LocalWeightStore:
@@ -31,42 +66,48 @@ class LocalWeightStore:
 
     Example:
         >>> store = LocalWeightStore()
-        >>> store.publish({"w": torch.zeros(2)}, version=3)
+        >>> store.publish({"w": torch.zeros(2)}, {"epsilon": 0.1}, version=3)
         3
         >>> store.pull(if_newer_than=3) is None
         True
-        >>> store.pull(if_newer_than=0)[0]
-        3
+        >>> got = store.pull(if_newer_than=0)
+        >>> got.version, got.meta["epsilon"]
+        (3, 0.1)
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._version = -1
-        self._state: dict[str, torch.Tensor] = {}
+        self._latest: Versioned | None = None
 
     @property
     def version(self) -> int:
         """Version of the latest weights (-1 before the first publish)."""
-        return self._version
+        latest = self._latest
+        return -1 if latest is None else latest.version
 
-    def publish(self, state: Mapping[str, torch.Tensor], version: int | None = None) -> int:
+    def publish(
+        self,
+        state: Mapping[str, torch.Tensor],
+        meta: Mapping[str, float] | None = None,
+        *,
+        version: int | None = None,
+    ) -> int:
         """Store a copy of ``state``; returns its version (``version`` if given and newer,
         else the previous version + 1). An older version than the stored one is ignored."""
         copy = {k: v.detach().clone() for k, v in state.items()}
         with self._lock:
-            new = self._version + 1 if version is None else version
-            if new <= self._version:
-                return self._version
-            self._version, self._state = new, copy
+            new = self.version + 1 if version is None else version
+            if new <= self.version:
+                return self.version
+            self._latest = Versioned(new, copy, dict(meta or {}))
             return new
 
-    def pull(self, if_newer_than: int = -1) -> tuple[int, dict[str, torch.Tensor]] | None:
-        """(version, weights) if the stored version is newer than ``if_newer_than``, else
-        None. The weights are the published copy: load them, do not modify them."""
-        with self._lock:
-            if self._version <= if_newer_than:
-                return None
-            return self._version, self._state
+    def pull(self, if_newer_than: int = -1) -> Versioned | None:
+        """The published copy if its version is newer than ``if_newer_than``, else None."""
+        latest = self._latest  # one reference read: publish swaps whole Versioned objects
+        if latest is None or latest.version <= if_newer_than:
+            return None
+        return latest
 
 
 @dataclass(frozen=True)
@@ -75,7 +116,7 @@ class SharedWeightsHandle:
 
     name: str
     spec: tuple[tuple[str, tuple[int, ...]], ...]
-    extras: int
+    meta_keys: tuple[str, ...]
 
 
 class SharedWeightStore:
@@ -87,15 +128,16 @@ class SharedWeightStore:
     the writer. The version (publishes so far) is half the sequence number, so it only goes
     up. Like any seqlock it favours the writer: a writer publishing back to back with no gap
     can starve readers (``pull`` then times out); the learner publishes once per batch.
-    ``extras`` are a few float64 values published with the weights (e.g. epsilon).
+    ``meta_keys`` name a few float64 values published with the weights (e.g. epsilon);
+    a publish that leaves one out keeps its previous value.
 
     Example:
-        >>> store = SharedWeightStore({"w": torch.zeros(3)}, extras=1)
-        >>> store.publish({"w": torch.ones(3)}, extras=[0.5])
+        >>> store = SharedWeightStore({"w": torch.zeros(3)}, meta_keys=("epsilon",))
+        >>> store.publish({"w": torch.ones(3)}, {"epsilon": 0.5})
         1
-        >>> version, weights, extras = store.pull(if_newer_than=0)
-        >>> version, weights["w"].tolist(), extras.tolist()
-        (1, [1.0, 1.0, 1.0], [0.5])
+        >>> got = store.pull(if_newer_than=0)
+        >>> got.version, got.state["w"].tolist(), got.meta
+        (1, [1.0, 1.0, 1.0], {'epsilon': 0.5})
         >>> store.close()
     """
 
@@ -103,7 +145,7 @@ class SharedWeightStore:
         self,
         template: Mapping[str, torch.Tensor] | None = None,
         *,
-        extras: int = 0,
+        meta_keys: Sequence[str] = (),
         _handle: SharedWeightsHandle | None = None,
     ) -> None:
         if _handle is None:
@@ -113,18 +155,18 @@ class SharedWeightStore:
             size = sum(int(np.prod(s)) for _, s in spec)
             name = f"shoal_w_{os.getpid()}_{secrets.token_hex(4)}"
             shm = shared_memory.SharedMemory(
-                name=name, create=True, size=8 * (1 + extras) + 4 * max(size, 1)
+                name=name, create=True, size=8 * (1 + len(meta_keys)) + 4 * max(size, 1)
             )
-            _handle = SharedWeightsHandle(name, spec, extras)
+            _handle = SharedWeightsHandle(name, spec, tuple(meta_keys))
             self._owner = True
         else:
             shm = attach_segment(_handle.name)
             self._owner = False
         self._shm, self._h = shm, _handle
         self._seq = np.ndarray((1,), np.int64, shm.buf, 0)
-        self._extras = np.ndarray((_handle.extras,), np.float64, shm.buf, 8)
+        self._meta = np.ndarray((len(_handle.meta_keys),), np.float64, shm.buf, 8)
         size = sum(int(np.prod(s)) for _, s in _handle.spec)
-        self._flat = np.ndarray((size,), np.float32, shm.buf, 8 * (1 + _handle.extras))
+        self._flat = np.ndarray((size,), np.float32, shm.buf, 8 * (1 + len(_handle.meta_keys)))
         self._finalizer = weakref.finalize(self, release_segment, shm, self._owner)
 
     @property
@@ -142,9 +184,18 @@ class SharedWeightStore:
         """Publishes so far (0: nothing published yet)."""
         return int(self._seq[0]) // 2
 
-    def publish(self, state: Mapping[str, torch.Tensor], extras: Sequence[float] = ()) -> int:
-        """Write ``state`` (same keys and shapes as the template) and ``extras``; returns
-        the new version. One writer only: the learner."""
+    def publish(
+        self, state: Mapping[str, torch.Tensor], meta: Mapping[str, float] | None = None
+    ) -> int:
+        """Write ``state`` (same keys and shapes as the template) and ``meta`` (keys from
+        ``meta_keys``); returns the new version. One writer only: the learner."""
+        meta = dict(meta or {})
+        unknown = set(meta) - set(self._h.meta_keys)
+        if unknown:
+            raise KeyError(
+                f"SharedWeightStore.publish: unknown meta keys {sorted(unknown)}; "
+                f"allowed: {list(self._h.meta_keys)}"
+            )
         parts = [state[k].detach().to("cpu", torch.float32).reshape(-1) for k, _ in self._h.spec]
         self._seq[0] += 1  # odd: writing
         i = 0
@@ -152,15 +203,14 @@ class SharedWeightStore:
             n = part.numel()
             self._flat[i : i + n] = part.numpy()
             i += n
-        if len(extras):
-            self._extras[:] = extras
+        for i, key in enumerate(self._h.meta_keys):
+            if key in meta:
+                self._meta[i] = meta[key]
         self._seq[0] += 1  # even: consistent again
         return self.version
 
-    def pull(
-        self, if_newer_than: int = -1, timeout: float = 10.0
-    ) -> tuple[int, dict[str, torch.Tensor], np.ndarray] | None:
-        """(version, weights, extras) if newer than ``if_newer_than``, else None. Copies,
+    def pull(self, if_newer_than: int = -1, timeout: float = 10.0) -> Versioned | None:
+        """The weights and meta if newer than ``if_newer_than``, else None. Copies,
         retrying while a publish is under way; never returns a torn copy."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -171,19 +221,19 @@ class SharedWeightStore:
             if s1 // 2 <= if_newer_than:
                 return None
             flat = self._flat.copy()
-            extras = self._extras.copy()
+            meta = self._meta.copy()
             if int(self._seq[0]) == s1:
                 out, i = {}, 0
                 for k, shape in self._h.spec:
                     n = int(np.prod(shape))
                     out[k] = torch.from_numpy(flat[i : i + n].reshape(shape))
                     i += n
-                return s1 // 2, out, extras
+                return Versioned(s1 // 2, out, dict(zip(self._h.meta_keys, meta.tolist())))
         raise TimeoutError(f"SharedWeightStore {self._h.name}: no consistent read in {timeout} s")
 
     def close(self) -> None:
         """Detach; the owner also unlinks the segment. Safe to call twice."""
-        self._seq = self._extras = self._flat = None  # type: ignore[assignment]
+        self._seq = self._meta = self._flat = None  # type: ignore[assignment]
         self._finalizer()
 
     def __reduce__(self) -> tuple[Any, ...]:

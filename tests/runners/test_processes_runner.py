@@ -16,7 +16,10 @@ import torch
 
 import shoal
 from shoal.config import load_config
+from shoal.envs import make_env
 from shoal.run.directory import RunDir
+from shoal.run.loop import RunLoop
+from shoal.run.metrics import read_metrics
 from shoal.runners.processes import ProcessesRunner
 from shoal.sync.weights import SharedWeightStore
 
@@ -25,14 +28,26 @@ pytestmark = pytest.mark.timeout(240)
 
 def make_runner(tmp_path, tiny, **extra):
     cfg = load_config("cartpole", tiny(run__runner="processes", processes__workers=2, **extra))
-    return ProcessesRunner(cfg, RunDir.create(tmp_path, "p", tmp_path / "run"))
+    return ProcessesRunner(cfg)
+
+
+def run(runner, tmp_path):
+    """Drive ``runner`` through the run loop, as ``shoal.train`` does."""
+    loop = RunLoop(
+        runner, RunDir.create(tmp_path, "p", tmp_path / "run"), [make_env(runner.cfg.env)]
+    )
+    try:
+        return loop.run()
+    finally:
+        runner.stop()
 
 
 def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
     runner = make_runner(tmp_path, tiny, run__total_steps=1500)
-    result = runner.run()
+    result = run(runner, tmp_path)
     keys = sorted(runner.received)
-    assert len(keys) == runner.episode == len(set(keys))
+    rows = read_metrics(RunDir(tmp_path / "run").metrics)
+    assert len(keys) == sum(r["kind"] == "episode" for r in rows) == len(set(keys))
     for w in (0, 1):
         idx = [i for (wk, inc, i) in keys if wk == w and inc == 0]
         assert idx == list(range(len(idx))) and idx  # contiguous: none lost, none twice
@@ -48,7 +63,7 @@ def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
 
     def killer():
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and runner.episode < 20:
+        while time.monotonic() < deadline and len(runner.received) < 20:
             time.sleep(0.01)
         slots = list(runner._slots)
         if slots:
@@ -57,7 +72,7 @@ def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
 
     t = threading.Thread(target=killer)
     t.start()
-    result = runner.run()
+    result = run(runner, tmp_path)
     t.join()
     assert killed and runner.restarts >= 1
     assert any(inc == 1 for (w, inc, i) in runner.received if w == 0)
@@ -66,40 +81,22 @@ def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
     assert shm_names() - before == set()
 
 
-def test_ctrl_c_stops_workers_and_checkpoints(tmp_path, tiny, monkeypatch):
-    runner = make_runner(tmp_path, tiny, run__total_steps=100_000)
-    original = runner._learn
-    calls = {"n": 0}
-
-    def interrupting(steps):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return original(steps)
-
-    monkeypatch.setattr(runner, "_learn", interrupting)
-    with pytest.raises(KeyboardInterrupt):
-        runner.run()
-    assert mp.active_children() == []
-    assert RunDir(tmp_path / "run").checkpoint.is_file()
-
-
 READER = r"""
 import json, sys
 import numpy as np
 from shoal.sync.weights import SharedWeightStore, SharedWeightsHandle
 h = json.loads(sys.argv[1])
 spec = tuple((k, tuple(s)) for k, s in h["spec"])
-store = SharedWeightStore.attach(SharedWeightsHandle(h["name"], spec, h["extras"]))
+store = SharedWeightStore.attach(SharedWeightsHandle(h["name"], spec, tuple(h["meta"])))
 torn = reads = 0
 last = 0
 while reads < h["until"]:
     got = store.pull(last)
     if got is None:
         continue
-    version, w, extras = got
+    version, w, meta = got.version, got.state, got.meta
     values = np.concatenate([t.numpy().ravel() for t in w.values()])
-    if not (values == values[0]).all() or extras[0] != values[0]:
+    if not (values == values[0]).all() or meta["v"] != values[0]:
         torn += 1
     reads += 1
     last = version
@@ -113,11 +110,11 @@ def test_weight_store_never_returns_torn_weights():
     finish a copy); any mix of two publishes would show. A seqlock starves readers under
     publishes with no gap at all; the learner publishes once per batch."""
     template = {"a": torch.zeros(500_000), "b": torch.zeros(1000, 500)}
-    store = SharedWeightStore(template, extras=1)
+    store = SharedWeightStore(template, meta_keys=("v",))
     handle = {
         "name": store.handle.name,
         "spec": [[k, list(s)] for k, s in store.handle.spec],
-        "extras": 1,
+        "meta": ["v"],
         "until": 100,
     }
     reader = subprocess.Popen(
@@ -130,7 +127,7 @@ def test_weight_store_never_returns_torn_weights():
             value = float(v)
             store.publish(
                 {"a": torch.full((500_000,), value), "b": torch.full((1000, 500), value)},
-                extras=[value],
+                {"v": value},
             )
             time.sleep(0.0005)
         out, _ = reader.communicate(timeout=30)
@@ -143,13 +140,13 @@ def test_weight_store_never_returns_torn_weights():
 
 
 def test_weight_store_versions_only_go_up_and_pull_if_newer():
-    store = SharedWeightStore({"w": torch.zeros(2)}, extras=0)
+    store = SharedWeightStore({"w": torch.zeros(2)})
     try:
         assert store.version == 0 and store.pull(0) is None
         assert store.publish({"w": torch.ones(2)}) == 1
         assert store.publish({"w": torch.ones(2) * 2}) == 2
-        version, w, _ = store.pull(0)
-        assert version == 2 and w["w"].tolist() == [2.0, 2.0]
+        got = store.pull(0)
+        assert got.version == 2 and got.state["w"].tolist() == [2.0, 2.0]
         assert store.pull(2) is None
     finally:
         store.close()
@@ -176,16 +173,59 @@ def test_train_dqn_api(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_processes_runner_solves_cartpole(tmp_path, seed):
-    result = shoal.train(
-        "cartpole",
-        overrides=[
-            f"run.seed={seed}",
-            "run.progress=false",
-            f"run.out='{tmp_path}'",
-            "run.runner=processes",
-            "processes.workers=2",
-        ],
+def test_sigkill_of_the_learner_then_resume_and_eval(tmp_path):
+    """kill -9 of the learner after its first checkpoint: its workers exit by themselves,
+    --resume finishes the run, and `shoal eval` of it reaches 475."""
+    run_dir = tmp_path / "r"
+    args = ["--runner", "processes", "--workers", "2", "--no-progress"]
+    cmd = [sys.executable, "-m", "shoal.cli", "train", "cartpole", *args, "--run-dir", str(run_dir)]
+    learner = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpt = RunDir(run_dir).checkpoint
+    deadline = time.monotonic() + 120
+    while not ckpt.is_file() and time.monotonic() < deadline and learner.poll() is None:
+        time.sleep(0.1)
+    assert ckpt.is_file() and learner.poll() is None
+    workers = children_of(learner.pid)  # 2 workers and the shared-memory resource tracker
+    assert len(workers) >= 2
+    learner.kill()
+    learner.wait(10)
+    deadline = time.monotonic() + 60
+    while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in workers), "workers outlived their learner"
+    done = subprocess.run(
+        [sys.executable, "-m", "shoal.cli", "train", "--resume", str(run_dir), "--no-progress"],
+        capture_output=True,
+        text=True,
+        timeout=240,
     )
-    assert result.solved_step is not None and result.solved_step <= 50_000
+    assert done.returncode == 0, done.stderr
+    ev = subprocess.run(
+        [sys.executable, "-m", "shoal.cli", "eval", str(run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert ev.returncode == 0, ev.stderr
+    assert float(ev.stdout.split("mean ")[1].split(",")[0]) >= 475, ev.stdout
+
+
+def children_of(pid):
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(entry))
+    return out
+
+
+def alive(pid):
+    try:
+        stat = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -1,12 +1,13 @@
-"""The serial runner: artifacts, exact resume, episode-boundary checkpoints, Ctrl-C."""
+"""The serial runner: exact resume, episode-boundary checkpoints, partial episodes kept on
+Ctrl-C. What every runner must do is in test_conformance.py."""
 
-import numpy as np
 import pytest
 import torch
 
 import shoal
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
+from shoal.run.loop import RunLoop
 from shoal.run.metrics import read_metrics
 from shoal.runners.serial import SerialRunner
 
@@ -15,23 +16,7 @@ pytestmark = pytest.mark.timeout(120)
 
 def params_of(run_dir):
     state = load_checkpoint(RunDir(run_dir).checkpoint)
-    return state["dqn"]["online"], state
-
-
-def test_run_writes_every_artifact(tmp_path, tiny):
-    result = shoal.train("cartpole", overrides=tiny(), run_dir=tmp_path / "run")
-    run = RunDir(tmp_path / "run")
-    for path in (run.config, run.metrics, run.checkpoint, run.curve):
-        assert path.is_file(), path
-    assert any(run.tensorboard.glob("events.out.tfevents.*"))
-    rows = read_metrics(run.metrics)
-    kinds = {r["kind"] for r in rows}
-    assert kinds == {"episode", "eval", "tick"}
-    assert result.env_steps >= 600
-    assert result.updates > 0
-    assert np.isfinite(result.eval_return)
-    episodes = [r for r in rows if r["kind"] == "episode"]
-    assert sum(int(r["length"]) for r in episodes) == result.env_steps
+    return state["learner"]["online"], state
 
 
 def test_resume_is_exact(tmp_path, tiny):
@@ -46,8 +31,8 @@ def test_resume_is_exact(tmp_path, tiny):
     p_res, s_res = params_of(tmp_path / "half")
     for k in p_full:
         assert torch.equal(p_full[k], p_res[k]), k
-    for k, v in s_full["dqn"]["target"].items():
-        assert torch.equal(v, s_res["dqn"]["target"][k])
+    for k, v in s_full["learner"]["target"].items():
+        assert torch.equal(v, s_res["learner"]["target"][k])
     assert s_full["rng"]["actions"] == s_res["rng"]["actions"]
     # the resumed run appended to the same metrics file, with no step counted twice
     steps = [
@@ -60,13 +45,13 @@ def test_resume_is_exact(tmp_path, tiny):
 
 def test_periodic_checkpoints_fall_on_episode_boundaries(tmp_path, tiny, monkeypatch):
     saved = []
-    original = SerialRunner._checkpoint
+    original = RunLoop.checkpoint
 
-    def spy(self, wall, metrics):
-        saved.append(self.step)
-        original(self, wall, metrics)
+    def spy(self, metrics):
+        saved.append(self.c["step"])
+        original(self, metrics)
 
-    monkeypatch.setattr(SerialRunner, "_checkpoint", spy)
+    monkeypatch.setattr(RunLoop, "checkpoint", spy)
     shoal.train("cartpole", overrides=tiny(run__total_steps=1500), run_dir=tmp_path / "r")
     ends = {
         int(r["step"])
@@ -77,9 +62,9 @@ def test_periodic_checkpoints_fall_on_episode_boundaries(tmp_path, tiny, monkeyp
     assert set(saved) <= ends
 
 
-def test_ctrl_c_saves_checkpoint_and_resume_continues(tmp_path, tiny, monkeypatch):
+def test_ctrl_c_keeps_the_partial_episode(tmp_path, tiny, monkeypatch):
     calls = {"n": 0}
-    original = SerialRunner._learn
+    original = SerialRunner.learn_steps
 
     def interrupting(self, steps):
         calls["n"] += 1
@@ -87,15 +72,15 @@ def test_ctrl_c_saves_checkpoint_and_resume_continues(tmp_path, tiny, monkeypatc
             raise KeyboardInterrupt
         return original(self, steps)
 
-    monkeypatch.setattr(SerialRunner, "_learn", interrupting)
+    monkeypatch.setattr(SerialRunner, "learn_steps", interrupting)
     with pytest.raises(KeyboardInterrupt):
         shoal.train("cartpole", overrides=tiny(run__total_steps=5000), run_dir=tmp_path / "r")
     state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
-    step = state["counters"]["step"]
+    step = state["loop"]["step"]
     assert step > 100
     # the partial episode was stored (as truncated), not lost: each env step made exactly
     # one n-step transition, pending ones included
     assert state["replay"]["storage"]["size"] == step
-    monkeypatch.setattr(SerialRunner, "_learn", original)
+    monkeypatch.setattr(SerialRunner, "learn_steps", original)
     result = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
     assert result.env_steps >= max(step, 1200)

@@ -1,5 +1,6 @@
 """The threads runner: the broken design's race, shoal's fix, agreement with the serial
-runner, error and Ctrl-C handling, a concurrent replay stress test."""
+runner, learner errors, a concurrent replay stress test. What every runner must do is in
+test_conformance.py."""
 
 import threading
 
@@ -8,12 +9,12 @@ import pytest
 import torch
 
 import shoal
-from shoal.agent.dqn import DQN, Batch
+from shoal.agent.learner import DQN, Batch
 from shoal.config import DQNConfig
 from shoal.replay import ReplayBuffer
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
-from shoal.runners.threads import LearnerThreadError, ThreadsRunner
+from shoal.runners.threads import LearnerThreadError
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rwlock import RWLock
 
@@ -68,25 +69,25 @@ def test_broken_design_races_autograd_and_shoal_does_not(fused):
     backward inside the read lock, so the same interleaving gives the right gradient."""
     torch.manual_seed(0)
     dqn = DQN(4, 2, DQNConfig(hidden=[16]), device="cpu")
-    opt = torch.optim.Adam(dqn.params, lr=1e-2, fused=fused)
+    opt = torch.optim.Adam(list(dqn.params.values()), lr=1e-2, fused=fused)
     lock = RWLock(timeout=10)
     reference, _ = dqn.gradients(batch(1))  # the gradient at the weights of the forward
 
     def other_learner():
         with lock.write():
             opt.zero_grad()
-            dqn.loss(batch(2))[0].backward()
+            dqn.loss(dqn.params, dqn.target_params, batch(2))[0].backward()
             opt.step()  # modifies the weights in place
 
     def broken_learner(forward_done, step_done):
         with lock.read():
-            loss, _ = dqn.loss(batch(1))
+            loss, _ = dqn.loss(dqn.params, dqn.target_params, batch(1))
         forward_done.set()
         step_done.wait(10)
         with lock.write():
             opt.zero_grad()
             loss.backward()
-            return [p.grad.clone() for p in dqn.params]
+            return [p.grad.clone() for p in dqn.params.values()]
 
     out = run_interleaved(broken_learner, other_learner)
     if not fused:
@@ -130,12 +131,12 @@ def test_lockstep_one_learner_equals_serial(tmp_path, tiny):
     )
     a = load_checkpoint(RunDir(tmp_path / "serial").checkpoint)
     b = load_checkpoint(RunDir(tmp_path / "threads").checkpoint)
-    assert a["counters"]["step"] == b["counters"]["step"]
-    assert a["dqn"]["updates"] == b["dqn"]["updates"] > 0
-    for k, v in a["dqn"]["online"].items():
-        assert torch.equal(v, b["dqn"]["online"][k]), k
-    for k, v in a["dqn"]["target"].items():
-        assert torch.equal(v, b["dqn"]["target"][k]), k
+    assert a["loop"]["step"] == b["loop"]["step"]
+    assert a["learner"]["updates"] == b["learner"]["updates"] > 0
+    for k, v in a["learner"]["online"].items():
+        assert torch.equal(v, b["learner"]["online"][k]), k
+    for k, v in a["learner"]["target"].items():
+        assert torch.equal(v, b["learner"]["target"][k]), k
 
 
 def test_four_learner_threads_ten_thousand_updates(tmp_path, tiny):
@@ -202,28 +203,6 @@ def test_learner_error_surfaces_after_final_checkpoint(tmp_path, tiny, monkeypat
     assert not [t for t in threading.enumerate() if t.name.startswith("shoal-learner")]
 
 
-def test_ctrl_c_stops_learners_and_checkpoints(tmp_path, tiny, monkeypatch):
-    calls = {"n": 0}
-    original = ThreadsRunner._act
-
-    def interrupting(self, obs, eps):
-        calls["n"] += 1
-        if calls["n"] == 400:
-            raise KeyboardInterrupt
-        return original(self, obs, eps)
-
-    monkeypatch.setattr(ThreadsRunner, "_act", interrupting)
-    with pytest.raises(KeyboardInterrupt):
-        shoal.train(
-            "cartpole",
-            overrides=threads_overrides(tiny, run__total_steps=3000),
-            run_dir=tmp_path / "r",
-        )
-    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
-    assert state["counters"]["step"] == 399
-    assert not [t for t in threading.enumerate() if t.name.startswith("shoal-learner")]
-
-
 def test_locked_replay_under_concurrent_add_sample_reprioritize():
     buf = LockedReplay(ReplayBuffer(500, (3,), prioritized=True, seed=0))
     for _ in range(64):
@@ -274,18 +253,3 @@ def test_locked_replay_under_concurrent_add_sample_reprioritize():
     assert not errors
     assert len(buf) == 500
     assert buf.state_dict()["storage"]["size"] == 500
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_threads_runner_solves_cartpole(tmp_path, seed):
-    result = shoal.train(
-        "cartpole",
-        overrides=[
-            f"run.seed={seed}",
-            "run.progress=false",
-            f"run.out='{tmp_path}'",
-            "run.runner=threads",
-        ],
-    )
-    assert result.solved_step is not None and result.solved_step <= 50_000

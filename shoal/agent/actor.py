@@ -1,0 +1,130 @@
+"""The actor: picks actions with a Q-network whose weights come from a weight source.
+
+``select_action(obs, state) -> (action, state)`` carries an optional recurrent state
+(``None`` for feed-forward networks), so recurrent agents use the same interface. The actor
+holds no optimizer: its weights are either the learner's own (serial runs), or the latest
+copy pulled from a weight store (:meth:`Actor.update`), which is how threads, processes and
+Ray actors see a learner's progress.
+
+Example:
+    >>> import numpy as np
+    >>> from shoal.agent.networks import QNetwork
+    >>> net = QNetwork(4, 2, hidden=[8], dueling=False)
+    >>> actor = Actor(net, params=dict(net.named_parameters()), n_actions=2,
+    ...               rng=np.random.default_rng(0))
+    >>> actor.epsilon = 0.0
+    >>> action, state = actor.select_action(np.zeros(4, np.float32))
+    >>> action in (0, 1), state is None
+    (True, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from shoal.agent.losses import mask_illegal
+from shoal.agent.networks import Params
+
+__all__ = ["Actor", "WeightSource", "epsilon_greedy_action"]
+
+
+class WeightSource(Protocol):
+    """Anything an actor can pull newer weights from (the weight stores of
+    :mod:`shoal.sync.weights`): ``pull(if_newer_than)`` returns an object with ``version``,
+    ``state`` and ``meta``, or None when nothing newer exists."""
+
+    def pull(self, if_newer_than: int = -1) -> Any: ...
+
+
+def epsilon_greedy_action(
+    greedy: Callable[[np.ndarray], np.ndarray],
+    obs: np.ndarray,
+    epsilon: float,
+    rng: np.random.Generator,
+    n_actions: int,
+    masked: bool = False,
+) -> int:
+    """A random (legal, if ``masked``) action with probability epsilon, else ``greedy``'s.
+    Skips the forward pass on a random action (most of them early on)."""
+    if rng.random() < epsilon:
+        if masked:
+            return int(rng.choice(np.flatnonzero(obs[-n_actions:] > 0.5)))
+        return int(rng.integers(n_actions))
+    return int(greedy(obs[None])[0])
+
+
+class Actor:
+    """Epsilon-greedy acting over ``network.apply_params`` with explicit weights.
+
+    Args:
+        network: the network template (its own weights are not used when ``params`` or a
+            ``source`` is given).
+        params: weights to act with (e.g. the learner's live parameters); default the
+            network's own.
+        source: a weight source; :meth:`update` pulls newer weights from it.
+        n_actions: number of discrete actions.
+        action_mask: observations end with a mask of legal actions.
+        device: where the forward pass runs.
+        rng: the generator of exploration draws.
+    """
+
+    def __init__(
+        self,
+        network: nn.Module,
+        *,
+        params: Params | None = None,
+        source: WeightSource | None = None,
+        n_actions: int,
+        action_mask: bool = False,
+        device: str | torch.device = "cpu",
+        rng: np.random.Generator,
+    ) -> None:
+        self.network = network
+        self.params: Params = dict(network.named_parameters()) if params is None else params
+        self.source = source
+        self.n_actions = n_actions
+        self.action_mask = action_mask
+        self.device = torch.device(device)
+        self.rng = rng
+        self.epsilon = 1.0
+        """Probability of a random action; the runner sets it (schedule or published)."""
+        self.version = -1
+        """Version of the weights in use (-1: none pulled yet)."""
+        self.meta: dict[str, float] = {}
+        """Metadata published with those weights (e.g. epsilon, opponent id)."""
+
+    def update(self) -> bool:
+        """Pull newer weights from the source, if any; True when they changed."""
+        if self.source is None:
+            return False
+        got = self.source.pull(self.version)
+        if got is None:
+            return False
+        self.version, self.params, self.meta = got.version, got.state, dict(got.meta)
+        return True
+
+    def initial_state(self) -> Any:
+        """The recurrent state at an episode's start (None: feed-forward)."""
+        return None
+
+    @torch.inference_mode()
+    def greedy(self, obs: np.ndarray) -> np.ndarray:
+        """Greedy (legal, if masked) actions for a batch of observations (first max on
+        ties)."""
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        q = self.network.apply_params(self.params, x)
+        if self.action_mask:
+            q = mask_illegal(q, x)
+        return q.argmax(dim=1).cpu().numpy()
+
+    def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
+        """An epsilon-greedy action for one observation, and the next recurrent state."""
+        action = epsilon_greedy_action(
+            self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
+        )
+        return action, state

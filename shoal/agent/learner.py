@@ -1,0 +1,190 @@
+"""The learner: owns the online and target parameters and the optimizer, and steps them
+with a pure loss.
+
+Gradients and the optimizer step are separate calls so that learner threads can compute
+gradients in parallel while the weights are held steady and apply them one at a time:
+
+* :meth:`Learner.gradients` returns gradients via ``torch.autograd.grad`` and never touches
+  ``.grad``, so it has no side effects on the shared network;
+* :meth:`Learner.apply` clips, steps the optimizer and moves the target network;
+* :meth:`Learner.step` is both in one call, for the serial loop.
+
+Example:
+    >>> import numpy as np
+    >>> from shoal.config import DQNConfig
+    >>> learner = DQN(4, 2, DQNConfig(hidden=[16]), device="cpu")
+    >>> batch = Batch.from_numpy({
+    ...     "obs": np.zeros((8, 4), np.float32), "action": np.zeros(8, np.int64),
+    ...     "reward": np.ones(8, np.float32), "next_obs": np.zeros((8, 4), np.float32),
+    ...     "discount": np.full(8, 0.99, np.float32)}, "cpu")
+    >>> info = learner.step(batch)
+    >>> info.td_errors.shape, learner.updates
+    ((8,), 1)
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from shoal.agent.losses import Batch, DQNLoss
+from shoal.agent.networks import Params, make_q_network
+from shoal.config import DQNConfig
+
+__all__ = ["DQN", "Batch", "Learner", "LossInfo", "make_adam", "resolve_device"]
+
+Loss = Callable[[Params, Params, Any], tuple[torch.Tensor, torch.Tensor]]
+"""A pure loss: ``(params, target_params, batch) -> (loss, td_errors)``."""
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """'auto' or None picks CUDA when present, else CPU."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+@dataclass
+class LossInfo:
+    """What one loss evaluation reports: the scalar loss and per-sample TD errors
+    (for replay priorities), both detached."""
+
+    loss: float
+    td_errors: np.ndarray
+
+
+def make_adam(params: Sequence[torch.Tensor], cfg: DQNConfig) -> torch.optim.Adam:
+    """Adam, fused where the device supports it: on small nets the optimizer step is
+    per-tensor overhead, and the fused kernel cuts it about 3x on CPU (150 -> 45 us)."""
+    try:
+        return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps, fused=True)
+    except (RuntimeError, ValueError):
+        return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
+
+
+class Learner:
+    """Online and target networks, an optimizer and a pure loss: gradients / apply / step
+    and its state for checkpoints.
+
+    Args:
+        network: the online network (its deep copy becomes the target network).
+        loss: a pure loss over explicit parameters (e.g. :class:`~shoal.agent.losses.DQNLoss`).
+        cfg: optimizer, clipping and target-update settings.
+        device: 'auto', 'cpu', 'cuda' or a torch device.
+    """
+
+    def __init__(
+        self,
+        network: nn.Module,
+        loss: Loss,
+        cfg: DQNConfig,
+        *,
+        device: str | torch.device | None = "auto",
+    ) -> None:
+        self.cfg = cfg
+        self.device = resolve_device(device)
+        self.online = network.to(self.device)
+        self.target = copy.deepcopy(self.online).requires_grad_(False)
+        self.loss = loss
+        self.params: dict[str, torch.Tensor] = dict(self.online.named_parameters())
+        """The online parameters by name (live: the optimizer steps them in place)."""
+        self.target_params: dict[str, torch.Tensor] = dict(self.target.named_parameters())
+        self._param_list = list(self.params.values())
+        self.optimizer = make_adam(self._param_list, cfg)
+        self.updates = 0
+        """Optimizer steps taken; drives the hard target period."""
+
+    def gradients(self, batch: Any) -> tuple[list[torch.Tensor], LossInfo]:
+        """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
+        loss, td = self.loss(self.params, self.target_params, batch)
+        grads = torch.autograd.grad(loss, self._param_list)
+        return list(grads), LossInfo(float(loss.detach()), td.cpu().numpy())
+
+    def apply(self, grads: Sequence[torch.Tensor]) -> float:
+        """Clip ``grads`` by global norm, take an optimizer step, move the target network.
+
+        Returns the gradient norm before clipping.
+        """
+        for p, g in zip(self._param_list, grads):
+            p.grad = g
+        norm = torch.nn.utils.clip_grad_norm_(self._param_list, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        for p in self._param_list:
+            p.grad = None
+        self.updates += 1
+        if self.cfg.target_update == "soft":
+            self.soft_update(self.cfg.tau)
+        elif self.updates % self.cfg.target_period == 0:
+            self.sync_target()
+        return float(norm)
+
+    def step(self, batch: Any) -> LossInfo:
+        """One full learning step: gradients, then apply."""
+        grads, info = self.gradients(batch)
+        self.apply(grads)
+        return info
+
+    def make_batch(self, sample: Mapping[str, np.ndarray]) -> Batch:
+        """A replay sample as tensors on this learner's device."""
+        return Batch.from_numpy(sample, self.device)
+
+    # --- target network -------------------------------------------------------------------
+    @torch.no_grad()
+    def sync_target(self) -> None:
+        """Hard update: copy the online weights into the target network."""
+        torch._foreach_copy_(list(self.target_params.values()), self._param_list)
+
+    @torch.no_grad()
+    def soft_update(self, tau: float) -> None:
+        """Polyak update: target <- tau * online + (1 - tau) * target."""
+        torch._foreach_lerp_(list(self.target_params.values()), self._param_list, tau)
+
+    # --- weights and checkpoints ----------------------------------------------------------
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The online weights by name (live tensors: a weight store copies them)."""
+        return self.online.state_dict()
+
+    def state_dict(self) -> dict[str, Any]:
+        """Online and target weights, optimizer state and the update counter."""
+        return {
+            "online": self.online.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.online.load_state_dict(state["online"])
+        self.target.load_state_dict(state["target"])
+        # Optimizer.load_state_dict keeps the given tensors when no cast is needed: without
+        # the copy, two learners loaded from one in-memory state would share Adam moments.
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        self.updates = int(state["updates"])
+
+
+class DQN(Learner):
+    """Double-DQN learner with n-step targets, Huber loss and importance weights, on the
+    Q-network a :class:`~shoal.config.DQNConfig` describes (or ``network``)."""
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int,
+        cfg: DQNConfig,
+        *,
+        device: str | torch.device | None = "auto",
+        network: nn.Module | None = None,
+    ) -> None:
+        self.n_actions = n_actions
+        network = make_q_network(cfg, obs_dim, n_actions) if network is None else network
+        loss = DQNLoss(
+            network, double=cfg.double, huber_delta=cfg.huber_delta, action_mask=cfg.action_mask
+        )
+        super().__init__(network, loss, cfg, device=device)

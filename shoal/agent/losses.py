@@ -1,0 +1,163 @@
+"""The double-DQN n-step loss, a pure function of explicit parameters.
+
+``DQNLoss(network, ...)(params, target_params, batch) -> (loss, td_errors)`` touches no
+module state: the learner passes its own parameters, K stacked learners pass stacked ones
+under ``torch.func.vmap``, and a recurrent learner passes a flattened sequence batch. The
+hybrid (discrete + continuous) loss extends it and so shares the TD target, the double-Q
+bootstrap and the action mask.
+
+Example:
+    >>> import numpy as np
+    >>> from shoal.agent.networks import QNetwork
+    >>> net = QNetwork(4, 2, hidden=[16], dueling=False)
+    >>> loss = DQNLoss(net)
+    >>> batch = Batch.from_numpy({
+    ...     "obs": np.zeros((8, 4), np.float32), "action": np.zeros(8, np.int64),
+    ...     "reward": np.ones(8, np.float32), "next_obs": np.zeros((8, 4), np.float32),
+    ...     "discount": np.zeros(8, np.float32)}, "cpu")
+    >>> params = dict(net.named_parameters())
+    >>> value, td = loss(params, params, batch)
+    >>> value.shape, td.shape
+    (torch.Size([]), torch.Size([8]))
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from shoal.agent.networks import Params
+from shoal.agent.targets import td_target
+
+__all__ = ["Batch", "DQNLoss", "bootstrap_values", "mask_illegal"]
+
+
+@dataclass
+class Batch:
+    """A batch of n-step transitions as tensors on the learner's device.
+
+    ``reward`` is the discounted n-step return and ``discount`` is gamma**k when the target
+    bootstraps from ``next_obs`` (k steps later) or 0 when the episode terminated.
+    ``weights`` are importance-sampling weights (ones for uniform replay).
+    """
+
+    obs: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    discount: torch.Tensor
+    weights: torch.Tensor
+
+    @classmethod
+    def from_numpy(cls, data: Mapping[str, np.ndarray], device: str | torch.device) -> Batch:
+        """Convert a replay sample (numpy arrays) to tensors; weights default to ones."""
+
+        def t(x: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(x, dtype=dtype).to(device, non_blocking=True)
+
+        n = len(data["action"])
+        weights = data.get("weights")
+        return cls(
+            obs=t(data["obs"], torch.float32),
+            action=t(data["action"], torch.int64),
+            reward=t(data["reward"], torch.float32),
+            next_obs=t(data["next_obs"], torch.float32),
+            discount=t(data["discount"], torch.float32),
+            weights=t(np.ones(n, np.float32) if weights is None else weights, torch.float32),
+        )
+
+
+def mask_illegal(q: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:
+    """Q-values with illegal actions (mask entries at the end of ``obs``) set to -inf."""
+    legal = obs[..., -q.shape[-1] :] > 0.5
+    return q.masked_fill(~legal, float("-inf"))
+
+
+def bootstrap_values(
+    q_next_online: torch.Tensor,
+    q_next_target: torch.Tensor,
+    next_obs: torch.Tensor,
+    *,
+    double: bool = True,
+    action_mask: bool = False,
+) -> torch.Tensor:
+    """The value of each next state: double DQN picks the action with the online net and
+    values it with the target net; plain DQN takes the target's max. Only legal actions
+    count when ``action_mask``; a next state with none (terminal, discount 0) is worth 0."""
+    if action_mask:
+        q_next_online = mask_illegal(q_next_online, next_obs)
+        q_next_target = mask_illegal(q_next_target, next_obs)
+    if double:
+        a_t = q_next_online.argmax(dim=-1, keepdim=True)
+        value = q_next_target.gather(-1, a_t).squeeze(-1)
+    else:
+        value = q_next_target.max(dim=-1).values
+    return torch.nan_to_num(value, neginf=0.0)
+
+
+def _q_part(out: Any) -> torch.Tensor:
+    """The Q-values of a network's output (a hybrid network also returns its continuous
+    head)."""
+    return out[0] if isinstance(out, tuple) else out
+
+
+class DQNLoss:
+    """Importance-weighted Huber loss on double-DQN n-step TD errors, over explicit
+    parameters; returns the loss and the per-sample TD errors (detached, for priorities).
+
+    ``network`` is used only for its pure ``apply_params``; its own weights are never read.
+    """
+
+    def __init__(
+        self,
+        network: Any,
+        *,
+        double: bool = True,
+        huber_delta: float = 1.0,
+        action_mask: bool = False,
+    ) -> None:
+        self.network = network
+        self.double = double
+        self.huber_delta = huber_delta
+        self.action_mask = action_mask
+
+    def td_terms(
+        self, params: Params, target_params: Params, batch: Batch
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """The online output at ``obs`` (with gradients), Q of the taken actions, and the
+        TD targets (without gradients)."""
+        b = batch.obs.shape[0]
+        if self.double:
+            # One forward over obs and next_obs together: half the kernel launches.
+            out = self.network.apply_params(params, torch.cat([batch.obs, batch.next_obs]))
+            q_all = _q_part(out)
+            out_tm1 = tuple(o[:b] for o in out) if isinstance(out, tuple) else out[:b]
+            q_next_online = q_all[b:].detach()
+        else:
+            out_tm1 = self.network.apply_params(params, batch.obs)
+            q_next_online = None
+        with torch.no_grad():
+            q_next_target = _q_part(self.network.apply_params(target_params, batch.next_obs))
+            value = bootstrap_values(
+                q_next_target if q_next_online is None else q_next_online,
+                q_next_target,
+                batch.next_obs,
+                double=self.double,
+                action_mask=self.action_mask,
+            )
+            target = td_target(batch.reward, batch.discount, value)
+        q_a = _q_part(out_tm1).gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
+        return out_tm1, q_a, target
+
+    def __call__(
+        self, params: Params, target_params: Params, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loss, td_errors)`` for one batch."""
+        _, q_a, target = self.td_terms(params, target_params, batch)
+        per_sample = F.huber_loss(q_a, target, reduction="none", delta=self.huber_delta)
+        return (batch.weights * per_sample).mean(), (target - q_a).detach()

@@ -1,0 +1,313 @@
+"""One run loop for every runner: the clock, metrics rows, progress bar, evaluation and
+checkpoint cadence, Ctrl-C and error checkpoints, the best policy, the curve and the result.
+
+A runner supplies only how experience is collected (:meth:`collect`, some env steps and the
+episodes they finished) and how learning is scheduled (:meth:`learn`); see
+:class:`~shoal.runners.base.Runner` for the whole contract. The loop calls, in order, for as
+long as the run lasts::
+
+    collect -> learn -> evaluate (every run.eval_every env steps) -> tick row
+    (every run.log_every) -> episode rows -> stop? -> checkpoint (every
+    run.checkpoint_every, at the next point the runner calls a boundary)
+
+and at the end ``finish`` (complete scheduled learning, flush a partial episode), a final
+evaluation and checkpoint, the curve. On Ctrl-C or any error it stops the runner's threads
+or processes first, then writes a checkpoint and lets the error through.
+
+Checkpoints: ``checkpoints/latest.pt`` holds everything to continue (``--resume``);
+``checkpoints/best.pt`` holds the weights of the best greedy evaluation so far, because DQN
+often degrades after it has solved a task.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from shoal.run.checkpoint import save_checkpoint
+from shoal.run.directory import RunDir
+from shoal.run.evaluation import evaluate
+from shoal.run.metrics import MetricsWriter
+from shoal.run.progress import TrainProgress
+
+__all__ = ["Collected", "RunLoop", "TrainResult"]
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run reports."""
+
+    run_dir: str
+    """Where config, metrics, checkpoints and the curve were written."""
+    eval_return: float
+    """Mean greedy return of the final evaluation."""
+    env_steps: int
+    """Env steps taken in training (across resumes)."""
+    wall_seconds: float
+    """Wall-clock seconds of training (across resumes)."""
+    updates: int
+    """Gradient steps taken."""
+    solved_step: int | None
+    """Env step of the first evaluation that reached run.stop_return (None: never)."""
+    solved_wall_seconds: float | None
+    """Wall-clock seconds at that evaluation."""
+    best_eval_return: float | None = None
+    """Best mean greedy return of any evaluation (its weights are ``best.pt``)."""
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one :meth:`collect` call did: env steps taken and the episodes it finished,
+    each as ``(return, length)``."""
+
+    steps: int
+    episodes: Sequence[tuple[float, int]] = ()
+
+
+class _Runner(Protocol):  # the part of runners.base.Runner the loop uses
+    cfg: Any
+    loss: float
+
+    @property
+    def updates(self) -> int: ...
+    def epsilon(self, step: int) -> float: ...
+    def start(self) -> None: ...
+    def collect(self, step: int) -> Collected: ...
+    def learn(self, step: int, new_steps: int) -> None: ...
+    def at_boundary(self) -> bool: ...
+    def done(self, episodes: int) -> bool: ...
+    def finish(self) -> None: ...
+    def interrupt(self) -> None: ...
+    def stop(self) -> None: ...
+    def eval_actor(self) -> Any: ...
+    def eval_metrics(self) -> dict[str, float]: ...
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]: ...
+    def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]: ...
+    def checkpoint_guard(self) -> Any: ...
+    def state_dict(self) -> dict[str, Any]: ...
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+class RunLoop:
+    """Drives one runner through a run (see the module docstring).
+
+    Args:
+        runner: the runner (it was built from the same config).
+        run: the run directory.
+        resume: a checkpoint to continue from (``latest.pt``'s contents), or None.
+        eval_envs: the envs greedy evaluations play on, side by side.
+        title: the curve's title.
+    """
+
+    def __init__(
+        self,
+        runner: _Runner,
+        run: RunDir,
+        eval_envs: Sequence[Any],
+        *,
+        resume: dict[str, Any] | None = None,
+        title: str = "",
+    ) -> None:
+        self.runner = runner
+        self.cfg = runner.cfg
+        self.run_dir = run
+        self.eval_envs = eval_envs
+        self.title = title
+        r = self.cfg.run
+        self.c: dict[str, Any] = {
+            "step": 0,
+            "episode": 0,
+            "wall": 0.0,
+            "last_eval": None,
+            "last_eval_step": -1,
+            "best_eval": None,
+            "solved_step": None,
+            "solved_wall": None,
+            "next_checkpoint": r.checkpoint_every,
+        }
+        """The loop's counters; all of them go into every checkpoint."""
+        if resume is not None:
+            self.c.update(resume["loop"])
+            runner.load_state_dict(resume)
+        self._t0 = time.perf_counter()
+        self._wall_before = self.c["wall"]
+
+    # --- clock, rows, evaluation, checkpoints ---------------------------------------------
+    def wall(self) -> float:
+        """Seconds of training so far, across resumes."""
+        return self._wall_before + time.perf_counter() - self._t0
+
+    def _state(self) -> dict[str, Any]:
+        from shoal.config import config_to_dict
+
+        self.c["wall"] = self.wall()
+        return {
+            "config": config_to_dict(self.cfg),
+            "loop": dict(self.c),
+            **self.runner.state_dict(),
+        }
+
+    def checkpoint(self, metrics: MetricsWriter) -> None:
+        """Write ``latest.pt`` (atomically) with the loop's and the runner's state."""
+        metrics.flush()
+        with self.runner.checkpoint_guard():
+            save_checkpoint(self.run_dir.checkpoint, self._state())
+
+    def evaluate(self, metrics: MetricsWriter) -> float:
+        """Play greedy episodes, log the eval row, keep ``best.pt``; returns the mean."""
+        c, r = self.c, self.cfg.run
+        actor = self.runner.eval_actor()
+        returns = evaluate(actor.greedy, self.eval_envs, r.eval_episodes, r.seed)
+        # Read the clock after the evaluation: time-to-solve includes the evaluation that
+        # showed it.
+        wall = self.wall()
+        mean = float(returns.mean())
+        c["last_eval"], c["last_eval_step"] = mean, c["step"]
+        metrics.log(
+            "eval",
+            c["step"],
+            wall_s=wall,
+            eval_mean=mean,
+            eval_std=float(returns.std()),
+            updates=self.runner.updates,
+            **self.runner.eval_metrics(),
+        )
+        if c["best_eval"] is None or mean > c["best_eval"]:
+            c["best_eval"] = mean
+            weights = {k: v.detach().cpu().clone() for k, v in actor.params.items()}
+            save_checkpoint(
+                self.run_dir.best,
+                {**self._state_head(), "learner": {"online": weights}, "eval_mean": mean},
+            )
+        if r.stop_return is not None and mean >= r.stop_return and c["solved_step"] is None:
+            c["solved_step"], c["solved_wall"] = c["step"], wall
+        return mean
+
+    def _state_head(self) -> dict[str, Any]:
+        from shoal.config import config_to_dict
+
+        return {"config": config_to_dict(self.cfg), "loop": dict(self.c)}
+
+    def _tick(self, metrics: MetricsWriter, bar: TrainProgress, rates: _Rates) -> None:
+        step, runner = self.c["step"], self.runner
+        sps, ups = rates.rates(step, runner.updates)
+        extra = runner.tick_metrics(ups)
+        eps = runner.epsilon(step)
+        metrics.log(
+            "tick",
+            step,
+            wall_s=self.wall(),
+            steps_per_s=sps,
+            updates_per_s=ups,
+            epsilon=eps,
+            loss=runner.loss,
+            updates=runner.updates,
+            **extra,
+        )
+        last = "-" if self.c["last_eval"] is None else self.c["last_eval"]
+        bar.update(
+            min(step, self.cfg.run.total_steps),
+            sps=round(sps),
+            ups=round(ups),
+            eps=eps,
+            loss=runner.loss,
+            eval=last,
+            **runner.bar_stats(extra),
+        )
+
+    def _episode_rows(self, metrics: MetricsWriter, episodes: Sequence[tuple[float, int]]) -> None:
+        c, runner = self.c, self.runner
+        for ret, length in episodes:
+            metrics.log(
+                "episode",
+                c["step"],
+                wall_s=self.wall(),
+                episode=c["episode"],
+                length=length,
+                epsilon=runner.epsilon(c["step"]),
+                updates=runner.updates,
+                **{"return": float(ret)},
+            )
+            c["episode"] += 1
+
+    # --- the loop ---------------------------------------------------------------------------
+    def run(self) -> TrainResult:
+        """Train until ``run.total_steps`` (at the runner's next boundary), until solved, or
+        until the runner is done; then finish, evaluate, checkpoint and draw the curve."""
+        c, r, runner = self.c, self.cfg.run, self.runner
+        metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
+        next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
+        next_tick = (c["step"] // r.log_every + 1) * r.log_every
+        rates = _Rates(c["step"], runner.updates)
+        stop = c["solved_step"] is not None and r.stop_return is not None
+        try:
+            runner.start()
+            with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
+                while not stop:
+                    got = runner.collect(c["step"])
+                    c["step"] += got.steps
+                    runner.learn(c["step"], got.steps)
+                    if c["step"] >= next_eval:
+                        self.evaluate(metrics)
+                        next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
+                        stop = c["solved_step"] is not None
+                    if c["step"] >= next_tick:
+                        self._tick(metrics, bar, rates)
+                        next_tick = (c["step"] // r.log_every + 1) * r.log_every
+                    if got.episodes:
+                        self._episode_rows(metrics, got.episodes)
+                    boundary = runner.at_boundary()
+                    if boundary and (c["step"] >= r.total_steps or runner.done(c["episode"])):
+                        break
+                    if boundary and c["step"] >= c["next_checkpoint"]:
+                        while c["next_checkpoint"] <= c["step"]:
+                            c["next_checkpoint"] += r.checkpoint_every
+                        self.checkpoint(metrics)
+                bar.update(min(c["step"], r.total_steps))
+            runner.finish()
+            runner.stop()
+            if c["last_eval_step"] != c["step"]:
+                self.evaluate(metrics)
+            self.checkpoint(metrics)
+        except BaseException:
+            # Ctrl-C or a failure (e.g. a learner thread's, surfaced here): stop the
+            # runner's threads or processes, keep the partial episode, write a final
+            # checkpoint, then let the original error through.
+            try:
+                runner.stop()
+                runner.interrupt()
+                self.checkpoint(metrics)
+            except Exception as e:  # pragma: no cover - the original error matters more
+                print(f"shoal: final checkpoint failed: {e!r}")
+            raise
+        finally:
+            metrics.close()
+        from shoal.run.curve import plot_run
+
+        plot_run(self.run_dir.metrics, self.run_dir.curve, title=self.title)
+        return TrainResult(
+            run_dir=str(self.run_dir.path),
+            eval_return=float("nan") if c["last_eval"] is None else c["last_eval"],
+            env_steps=c["step"],
+            wall_seconds=self.wall(),
+            updates=runner.updates,
+            solved_step=c["solved_step"],
+            solved_wall_seconds=c["solved_wall"],
+            best_eval_return=c["best_eval"],
+        )
+
+
+class _Rates:
+    """Env steps/s and updates/s since the previous tick."""
+
+    def __init__(self, step: int, updates: int) -> None:
+        self.step, self.updates, self.time = step, updates, time.perf_counter()
+
+    def rates(self, step: int, updates: int) -> tuple[float, float]:
+        now = time.perf_counter()
+        dt = max(now - self.time, 1e-9)
+        out = ((step - self.step) / dt, (updates - self.updates) / dt)
+        self.step, self.updates, self.time = step, updates, now
+        return out

@@ -1,0 +1,121 @@
+"""Every registered runner passes the same checks: it writes every artifact, solves
+CartPole (seeds 0-2), leaves a checkpoint on Ctrl-C that ``--resume`` continues, leaks no
+process, thread or shared-memory segment, and has a bad config rejected before any work.
+
+A throwaway runner (``throwaway.py``, registered here) goes through the same suite, which
+is what adding a runner costs.
+"""
+
+import multiprocessing as mp
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import shoal
+from shoal.errors import ConfigError
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
+from shoal.runners import register_runner, runner_class, runner_names
+
+register_runner("episodes", "throwaway:EpisodeRunner")
+import sys  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+RUNNERS = runner_names()
+pytestmark = pytest.mark.timeout(300)
+
+
+def runner_overrides(name, tiny=None, **extra):
+    base = [f"run.runner={name}"]
+    if name == "processes":
+        base.append("processes.workers=2")
+    if name == "threads":
+        base.append("threads.learner_threads=2")
+    return base + (tiny(**extra) if tiny is not None else [])
+
+
+def no_leftovers():
+    assert mp.active_children() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
+
+
+@pytest.mark.parametrize("name", RUNNERS)
+def test_writes_every_artifact(name, tmp_path, tiny, no_shm_leak):
+    result = shoal.train("cartpole", overrides=runner_overrides(name, tiny), run_dir=tmp_path / "r")
+    run = RunDir(tmp_path / "r")
+    for path in (run.config, run.metrics, run.checkpoint, run.best, run.curve):
+        assert path.is_file(), path
+    assert any(run.tensorboard.glob("events.out.tfevents.*"))
+    rows = read_metrics(run.metrics)
+    assert {r["kind"] for r in rows} == {"episode", "eval", "tick"}
+    episodes = [r for r in rows if r["kind"] == "episode"]
+    assert sum(int(r["length"]) for r in episodes) == result.env_steps >= 600
+    assert result.updates > 0 and np.isfinite(result.eval_return)
+    evals = [float(r["eval_mean"]) for r in rows if r["kind"] == "eval"]
+    assert result.best_eval_return == max(evals)
+    assert load_checkpoint(run.best)["eval_mean"] == max(evals)
+    no_leftovers()
+
+
+@pytest.mark.parametrize("name", RUNNERS)
+def test_ctrl_c_checkpoints_and_resume_continues(name, tmp_path, tiny, monkeypatch, no_shm_leak):
+    cls = runner_class(name)
+    original = cls.learn
+    calls = {"n": 0}
+
+    def interrupting(self, step, new_steps):
+        calls["n"] += 1
+        if step >= 400:
+            raise KeyboardInterrupt
+        return original(self, step, new_steps)
+
+    monkeypatch.setattr(cls, "learn", interrupting)
+    overrides = runner_overrides(name, tiny, run__total_steps=5000)
+    with pytest.raises(KeyboardInterrupt):
+        shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
+    no_leftovers()
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    step = state["loop"]["step"]
+    assert step >= 400
+    monkeypatch.setattr(cls, "learn", original)
+    result = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
+    assert result.env_steps >= 1200
+    assert load_checkpoint(RunDir(tmp_path / "r").checkpoint)["loop"]["step"] == result.env_steps
+    no_leftovers()
+
+
+@pytest.mark.parametrize("name", RUNNERS)
+def test_bad_config_is_rejected_before_any_work(name, tmp_path, tiny):
+    section = getattr(runner_class(name), "section", None)
+    bad = ["run.total_steps=0"] + ([f"{section[0]}.no_such_key=1"] if section else [])
+    for override in bad:
+        with pytest.raises(ConfigError, match="total_steps|no_such_key"):
+            shoal.train(
+                "cartpole",
+                overrides=[*runner_overrides(name, tiny), override],
+                run_dir=tmp_path / "r",
+            )
+        assert not (tmp_path / "r").exists()
+    no_leftovers()
+
+
+def test_unknown_runner_names_the_registered_ones(tmp_path):
+    with pytest.raises(ConfigError, match="'serial', 'threads', 'processes'"):
+        shoal.train("cartpole", overrides=["run.runner=nope"], run_dir=tmp_path / "r")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("name", RUNNERS)
+def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
+    overrides = [*runner_overrides(name), f"run.seed={seed}", "run.progress=false"]
+    result = shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
+    assert result.solved_step is not None and result.solved_step <= 50_000, result
+    assert result.eval_return >= 475
+    returns = shoal.evaluate_run(tmp_path / "r", episodes=20)
+    assert returns.mean() >= 475  # best.pt: the evaluation that solved it
+    no_leftovers()
