@@ -7,17 +7,22 @@ With the shared table (the default) every worker reads and updates one
 :class:`~shoal.tabular.SharedQTable`, so what one worker learns helps all the others;
 with ``independent=True`` each worker has a private table, for comparison.
 
-The output directory holds ``config.toml``, ``puzzles.txt`` (the puzzles, in id order),
-``puzzles.csv`` (puzzle id, worker, episodes to first solve, solved) and ``table.npz``
-(or ``table-w{i}.npz``, one per worker, when independent), each written atomically.
+A run writes a run directory the way ``shoal train`` does
+(:class:`~shoal.run.directory.RunDir`, ``OUT/NAME-TIME/`` or an exact path that must not
+exist): ``config.toml`` (the ``[sudoku]`` section; :func:`load_sudoku_config` reads it back
+through the one config system) and ``metrics.csv`` (:class:`~shoal.run.metrics.MetricsWriter`,
+mirrored to TensorBoard in ``tb/``) with one ``puzzle`` row per puzzle as the workers report
+them: ``step`` is the episodes played so far by all workers, then ``puzzle`` (id), ``worker``,
+``episodes`` (played on it), ``episodes_to_first_solve`` (empty if unsolved) and ``solved``
+(0/1). Its own files sit beside them: ``puzzles.txt`` (the puzzles, in id order) and
+``table.npz`` (or ``table-w{i}.npz``, one per worker, when independent). Files written
+whole are written atomically; what was learned and logged is kept after Ctrl-C or a
+failure.
 """
 
 from __future__ import annotations
 
-import csv
-import dataclasses
 import multiprocessing as mp
-import os
 import queue as queue_mod
 import time
 from dataclasses import dataclass
@@ -27,17 +32,38 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.qlearning import make_alpha
-from shoal.config import param, validate_fields
+from shoal.config import load_section, param, save_config, validate_fields
 from shoal.envs.sudoku import SudokuEnv
 from shoal.envs.sudoku_puzzles import format_puzzle, save_puzzles
-from shoal.errors import ConfigError, RunDirError, ShoalError
+from shoal.errors import ConfigError, ShoalError
+from shoal.run.directory import RunDir
+from shoal.run.metrics import MetricsWriter
 from shoal.run.progress import TrainProgress
 from shoal.run.seeding import derive_seed
 from shoal.tabular import LOCK_MODES, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import ENCODERS, make_encoder
 
-__all__ = ["PuzzleRow", "SudokuConfig", "SudokuResult", "solve_sudoku", "train_sudoku"]
+__all__ = [
+    "PUZZLES_FILE",
+    "SECTION",
+    "TABLE_FILE",
+    "PuzzleRow",
+    "SudokuConfig",
+    "SudokuResult",
+    "load_sudoku_config",
+    "solve_sudoku",
+    "train_sudoku",
+]
+
+SECTION = "sudoku"
+"""The config section: ``[sudoku]`` in TOML, ``--set sudoku.KEY=VALUE`` (or ``KEY=VALUE``)."""
+PUZZLES_FILE = "puzzles.txt"
+"""The run's puzzles, one per line in id order, inside the run directory."""
+TABLE_FILE = "table.npz"
+"""The learned shared table inside the run directory (``table-w{i}.npz`` when independent)."""
+
+_STOP_GRACE_S = 10.0  # seconds workers get to finish after a stop, before they are killed
 
 
 @dataclass
@@ -74,14 +100,18 @@ class SudokuConfig:
     """Seconds without a report from any worker before the run is declared stuck."""
     progress: bool = True
     """Show a progress bar."""
+    out: str = "runs"
+    """Directory under which run directories are created."""
+    name: str = "sudoku"
+    """Run name; the run directory is OUT/NAME-TIME."""
 
     def validate(self) -> SudokuConfig:
         """Check every field; raise ConfigError naming the first bad one."""
-        validate_fields(self, "sudoku.")
+        validate_fields(self, f"{SECTION}.")
         if self.alpha == "constant" and self.alpha_value > 1:
             raise ConfigError(
-                f"sudoku.alpha_value: {self.alpha_value} is out of range for a constant "
-                "step size; allowed: (0, 1]"
+                f"config key '{SECTION}.alpha_value': {self.alpha_value} is out of range for "
+                "a constant step size (alpha = 'constant'); allowed: <= 1"
             )
         return self
 
@@ -101,7 +131,7 @@ class PuzzleRow:
 class SudokuResult:
     """What a parallel Sudoku run reports."""
 
-    out_dir: str
+    run_dir: str
     rows: list[PuzzleRow]
     wall_seconds: float
     table_size: int
@@ -133,10 +163,13 @@ def _worker(
     chunk: list[tuple[int, str]],
     cfg: SudokuConfig,
     handle: Any,
-    out_dir: str,
+    run_dir: str,
     reports: Any,
+    stop: Any,
 ) -> None:
-    """One worker process: play its chunk, report each puzzle, then 'done'."""
+    """One worker process: play its chunk, report each puzzle, then 'done'. Once ``stop``
+    (an Event) is set, it abandons the puzzle at hand, saves its private table if it has
+    one, and reports 'done'."""
     try:
         if handle is not None:
             table = SharedQTable.attach(handle)
@@ -149,12 +182,16 @@ def _worker(
         for pid, text in chunk:
             first = None
             for episode in range(1, cfg.episodes_per_puzzle + 1):
+                if stop.is_set():
+                    break
                 if agent.run_episode(env, text, rng).solved:
                     first = episode
                     break
+            if stop.is_set():
+                break
             reports.put(("puzzle", pid, worker, first))
         if handle is None:
-            table.save(Path(out_dir) / f"table-w{worker}.npz")
+            table.save(_table_path(run_dir, worker))
         table.close()
         reports.put(("done", worker, None, None))
     except BaseException as e:  # report, so the parent stops at once instead of waiting
@@ -162,41 +199,43 @@ def _worker(
         raise
 
 
-def train_sudoku(puzzles: list[np.ndarray], cfg: SudokuConfig, out_dir: str | Path) -> SudokuResult:
-    """Train on ``puzzles`` with ``cfg.workers`` processes; write results to ``out_dir``
-    (which must not exist)."""
+def train_sudoku(
+    puzzles: list[np.ndarray], cfg: SudokuConfig, run_dir: str | Path | None = None
+) -> SudokuResult:
+    """Train on ``puzzles`` with ``cfg.workers`` processes and write a run directory:
+    ``run_dir`` exactly (it must not exist), or a new ``cfg.out/cfg.name-TIME``."""
     cfg.validate()
     if not puzzles:
         raise ShoalError("no puzzles to train on")
     if len({p.shape for p in puzzles}) != 1:
         raise ShoalError("puzzles of different sizes cannot share one run")
-    out = Path(out_dir)
-    if out.exists():
-        raise RunDirError(f"output directory '{out}' already exists; pick another --out")
     workers = min(cfg.workers, len(puzzles))
-    out.mkdir(parents=True)
-    _save_config(cfg, out / "config.toml")
-    save_puzzles(out / "puzzles.txt", puzzles)
+    run = RunDir.create(cfg.out, cfg.name, run_dir, resumable=False)
+    save_config(cfg, run.config, section=SECTION)
+    save_puzzles(run.path / PUZZLES_FILE, puzzles)
     texts = [format_puzzle(p) for p in puzzles]
     chunks = [
         [(int(i), texts[i]) for i in idx] for idx in np.array_split(np.arange(len(texts)), workers)
     ]
     table = None if cfg.independent else SharedQTable(cfg.capacity, lock=cfg.lock)
     ctx = mp.get_context("spawn")
-    reports = ctx.Queue()
+    reports, stop = ctx.Queue(), ctx.Event()
     handle = None if table is None else table.handle
     procs = [
         ctx.Process(
-            target=_worker, args=(w, chunks[w], cfg, handle, str(out), reports), daemon=True
+            target=_worker,
+            args=(w, chunks[w], cfg, handle, str(run.path), reports, stop),
+            daemon=True,
         )
         for w in range(workers)
     ]
     rows: dict[int, PuzzleRow] = {}
+    metrics = MetricsWriter(run.metrics, run.tensorboard)
     t0 = time.perf_counter()
     try:
         for p in procs:
             p.start()
-        done = 0
+        done = episodes = 0
         with TrainProgress(len(puzzles), enabled=cfg.progress, description="sudoku") as bar:
             while done < workers:
                 try:
@@ -210,64 +249,61 @@ def train_sudoku(puzzles: list[np.ndarray], cfg: SudokuConfig, out_dir: str | Pa
                 if kind == "done":
                     done += 1
                     continue
-                rows[a] = PuzzleRow(puzzle=a, worker=b, episodes=c, solved=c is not None)
+                row = PuzzleRow(puzzle=a, worker=b, episodes=c, solved=c is not None)
+                rows[a] = row
+                played = c if row.solved else cfg.episodes_per_puzzle
+                episodes += played
+                metrics.log(
+                    "puzzle",
+                    episodes,
+                    wall_s=time.perf_counter() - t0,
+                    puzzle=row.puzzle,
+                    worker=row.worker,
+                    episodes=played,
+                    episodes_to_first_solve="" if c is None else c,
+                    solved=int(row.solved),
+                )
                 solved = sum(r.solved for r in rows.values())
                 bar.update(len(rows), solved=f"{solved}/{len(rows)}")
-        for p in procs:
-            p.join(timeout=60)
     finally:
+        # Stop the workers gracefully (each saves its private table, none is cut off while
+        # holding a table lock); kill only those that do not finish in time.
+        stop.set()
+        deadline = time.monotonic() + _STOP_GRACE_S
         for p in procs:
-            if p.is_alive():
-                p.kill()
-                p.join()
+            p.join(timeout=max(deadline - time.monotonic(), 0.1))
+        killed = [p for p in procs if p.is_alive()]
+        for p in killed:
+            p.kill()
+            p.join()
         # Whatever was learned and recorded so far is kept, also after Ctrl-C or a failure.
-        _write_rows(out / "puzzles.csv", rows)
+        metrics.close()
         size = 0
         if table is not None:
-            table.save(out / "table.npz")
+            # A killed worker may never release a lock it held: then read without them.
+            table.save(_table_path(run.path), locked=not killed)
             size = len(table)
             table.close()
     if table is None:
-        size = sum(len(SharedQTable.read(f)["keys"]) for f in out.glob("table-w*.npz"))
+        size = sum(len(SharedQTable.read(_table_path(run.path, w))["keys"]) for w in range(workers))
     return SudokuResult(
-        out_dir=str(out),
+        run_dir=str(run.path),
         rows=[rows[k] for k in sorted(rows)],
         wall_seconds=time.perf_counter() - t0,
         table_size=size,
     )
 
 
-def _save_config(cfg: SudokuConfig, path: Path) -> None:
-    import tomli_w
-
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(tomli_w.dumps({"sudoku": dataclasses.asdict(cfg)}))
-    tmp.replace(path)
-
-
-def _write_rows(path: Path, rows: dict[int, PuzzleRow]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["puzzle", "worker", "episodes_to_first_solve", "solved"])
-        for k in sorted(rows):
-            r = rows[k]
-            w.writerow(
-                [r.puzzle, r.worker, "" if r.episodes is None else r.episodes, int(r.solved)]
-            )
-    tmp.replace(path)
+def _table_path(run_dir: str | Path, worker: int | None = None) -> Path:
+    """The shared table of a run, or worker ``worker``'s private one."""
+    name = TABLE_FILE if worker is None else TABLE_FILE.replace(".npz", f"-w{worker}.npz")
+    return Path(run_dir) / name
 
 
 def load_sudoku_config(run_dir: str | Path) -> SudokuConfig:
-    """The config a Sudoku run saved (``config.toml`` in its output directory)."""
-    import tomllib
-
-    path = Path(run_dir) / "config.toml"
-    if not path.is_file():
-        raise RunDirError(f"'{run_dir}' is not a sudoku run directory (no config.toml)")
-    data = tomllib.loads(path.read_text()).get("sudoku", {})
-    known = {f.name for f in dataclasses.fields(SudokuConfig)}
-    return SudokuConfig(**{k: v for k, v in data.items() if k in known}).validate()
+    """The config a Sudoku run saved: its ``config.toml``, read (and validated) by the one
+    config system, so an unknown section or key is an error here as everywhere."""
+    return load_section(SudokuConfig, SECTION, RunDir.open(run_dir).config)
 
 
 def solve_sudoku(puzzles: list[np.ndarray], table: str | Path, *, seed: int = 0) -> list[bool]:
@@ -280,7 +316,7 @@ def solve_sudoku(puzzles: list[np.ndarray], table: str | Path, *, seed: int = 0)
     run_dir = path if path.is_dir() else path.parent
     cfg = load_sudoku_config(run_dir)
     if path.is_dir():
-        path = path / ("table-w0.npz" if cfg.independent else "table.npz")
+        path = _table_path(path, 0 if cfg.independent else None)
     data = SharedQTable.read(path)
     with SharedQTable(max(len(data["keys"]), 1), lock="none") as learned:
         learned.load_arrays(data)

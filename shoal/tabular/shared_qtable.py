@@ -391,9 +391,15 @@ class SharedQTable:
         self._q[slots] = q + alpha(n) * (targets - q)
 
     # --- bulk access, save and load ----------------------------------------------------------
-    def snapshot(self) -> dict[str, np.ndarray]:
-        """Copies of the stored keys, Q-values and counts (taken under every lock)."""
-        with self._all_locks():
+    def snapshot(self, *, locked: bool = True) -> dict[str, np.ndarray]:
+        """Copies of the stored keys, Q-values and counts, taken under every lock.
+
+        ``locked=False`` reads without the locks: for saving what was learned after the
+        workers were killed, when nobody writes any more but a killed worker may still
+        "hold" a lock (it is never released, so waiting for it would only time out). That
+        worker's last update may be half applied (N counted, Q not yet moved).
+        """
+        with self._all_locks() if locked else nullcontext():
             used = self._keys != EMPTY
             return {
                 "keys": self._keys[used].copy(),
@@ -405,9 +411,10 @@ class SharedQTable:
         """Sum of all visit counts: with exact locking, the number of updates applied."""
         return int(self._n.sum())
 
-    def save(self, path: str | Path) -> None:
-        """Write the table to ``path`` (.npz) atomically: temp file, fsync, rename."""
-        snap = self.snapshot()
+    def save(self, path: str | Path, *, locked: bool = True) -> None:
+        """Write the table to ``path`` (.npz) atomically: temp file, fsync, rename.
+        ``locked`` as in :meth:`snapshot`."""
+        snap = self.snapshot(locked=locked)
         atomic_write(path, lambda f: np.savez(f, format=np.array(_FORMAT), **snap))
 
     @staticmethod

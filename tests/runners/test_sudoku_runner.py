@@ -1,5 +1,8 @@
 """The parallel Sudoku solver: agreement with the serial oracle, files, learning, errors."""
 
+import multiprocessing as mp
+import time
+
 import numpy as np
 import pytest
 
@@ -7,9 +10,11 @@ from shoal.agent.qlearning import make_alpha
 from shoal.cli import main
 from shoal.envs.sudoku import SudokuEnv
 from shoal.envs.sudoku_puzzles import bundled_puzzles
-from shoal.errors import RunDirError, ShoalError
+from shoal.errors import ConfigError, RunDirError, ShoalError
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
 from shoal.run.seeding import derive_seed
-from shoal.runners.sudoku import SudokuConfig, solve_sudoku, train_sudoku
+from shoal.runners.sudoku import SudokuConfig, load_sudoku_config, solve_sudoku, train_sudoku
 from shoal.tabular import LocalQTable, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import make_encoder
@@ -62,17 +67,32 @@ def test_one_worker_equals_serial_oracle(tmp_path, encoder):
 
 def test_two_workers_shared_and_independent_files(tmp_path):
     puzzles = bundled_puzzles("easy4")[:20]
-    shared = train_sudoku(puzzles, SudokuConfig(workers=2, progress=False), tmp_path / "s")
+    cfg = SudokuConfig(workers=2, progress=False, bonus=0.5)
+    shared = train_sudoku(puzzles, cfg, tmp_path / "s")
+    assert shared.run_dir == str(tmp_path / "s")
     assert {r.worker for r in shared.rows} == {0, 1}
     assert [r.puzzle for r in shared.rows] == list(range(20))
+    # The run directory of `shoal train` (config.toml, metrics.csv, TensorBoard in tb/)
+    # plus the Sudoku run's own files.
     assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
         "config.toml",
-        "puzzles.csv",
+        "metrics.csv",
         "puzzles.txt",
         "table.npz",
+        "tb",
     ]
-    lines = (tmp_path / "s" / "puzzles.csv").read_text().splitlines()
-    assert lines[0] == "puzzle,worker,episodes_to_first_solve,solved" and len(lines) == 21
+    assert load_sudoku_config(tmp_path / "s") == cfg  # the config round-trips
+    rows = read_metrics(RunDir(tmp_path / "s").metrics)
+    assert len(rows) == 20 and {r["kind"] for r in rows} == {"puzzle"}
+    by_id = sorted(rows, key=lambda r: int(r["puzzle"]))
+    assert [int(r["puzzle"]) for r in by_id] == list(range(20))
+    for r, row in zip(by_id, shared.rows):
+        assert int(r["worker"]) == row.worker and r["solved"] == str(int(row.solved))
+        first = r["episodes_to_first_solve"]
+        assert (int(first) if first else None) == row.episodes
+    # step = episodes played so far by all workers: rises with every row, ends at the total
+    steps = [int(r["step"]) for r in rows]
+    assert steps == sorted(steps) and steps[-1] == sum(int(r["episodes"]) for r in rows)
     indep = train_sudoku(
         puzzles, SudokuConfig(workers=2, independent=True, progress=False), tmp_path / "i"
     )
@@ -92,7 +112,7 @@ def test_learned_policy_solves_held_out_easy_puzzles(tmp_path):
 
 def test_existing_output_and_mixed_sizes_rejected(tmp_path):
     (tmp_path / "run").mkdir()
-    with pytest.raises(RunDirError, match="already exists"):
+    with pytest.raises(RunDirError, match="already exists; pick another --run-dir$"):
         train_sudoku(bundled_puzzles("easy4")[:2], SudokuConfig(progress=False), tmp_path / "run")
     mixed = [bundled_puzzles("easy4")[0], bundled_puzzles("easy9")[0]]
     with pytest.raises(ShoalError, match="different sizes"):
@@ -103,21 +123,29 @@ def test_worker_failure_surfaces_and_stops_the_run(tmp_path):
     """A worker that fails (here: its table fills up) stops the run with its error; no
     orphan processes, no leaked shared memory, and what was learned is still saved."""
     cfg = SudokuConfig(workers=2, encoder="exact", capacity=50, progress=False)
+    t0 = time.monotonic()
     with pytest.raises(ShoalError, match="TableFullError"):
         train_sudoku(bundled_puzzles("easy4")[:10], cfg, tmp_path / "run")
+    # The other worker is stopped, not killed inside a critical section with a lock held
+    # (the final save would then wait out the 60 s lock timeout and fail).
+    assert time.monotonic() - t0 < 30
     assert (tmp_path / "run" / "table.npz").is_file()
-    import multiprocessing as mp
-
+    assert (tmp_path / "run" / "metrics.csv").is_file()
     assert mp.active_children() == []
 
 
-def test_cli_train_solve_and_bad_input(tmp_path, capsys):
-    puzzles = tmp_path / "p.txt"
-    puzzles.write_text(
+def _puzzle_file(tmp_path):
+    path = tmp_path / "p.txt"
+    path.write_text(
         "# four\n"
         + "\n".join("".join(map(str, p.reshape(-1))) for p in bundled_puzzles("easy4")[:8])
         + "\n"
     )
+    return path
+
+
+def test_cli_train_solve_and_bad_input(tmp_path, capsys):
+    puzzles = _puzzle_file(tmp_path)
     out = tmp_path / "run"
     code = main(
         [
@@ -129,58 +157,45 @@ def test_cli_train_solve_and_bad_input(tmp_path, capsys):
             "2",
             "--episodes-per-puzzle",
             "10",
-            "--out",
+            "--run-dir",
             str(out),
             "--no-progress",
             "--set",
             "bonus=0.5",
+            "--set",
+            "sudoku.epsilon=0.01",
         ]
     )
     assert code == 0, capsys.readouterr().err
     assert "shared table, striped lock" in capsys.readouterr().out
+    cfg = load_sudoku_config(out)
+    assert (cfg.workers, cfg.episodes_per_puzzle, cfg.bonus, cfg.epsilon) == (2, 10, 0.5, 0.01)
+    assert not cfg.progress
     first = "".join(map(str, bundled_puzzles("easy4")[9].reshape(-1)))
     assert main(["sudoku", "solve", first, "--table", str(out)]) == 0
     assert "solved" in capsys.readouterr().out.splitlines()[-1]
+    train = ["sudoku", "train", "--puzzles", str(puzzles), "--no-progress"]
+    bad_toml = tmp_path / "bad.toml"
+    bad_toml.write_text("[sudoku]\nworkers = 2\n[run]\nseed = 1\n")
     cases = [
         (["sudoku", "solve", "123", "--table", str(out)], "3 characters"),
         (["sudoku", "solve", "1" * 16, "--table", str(out)], "twice"),
-        (
-            ["sudoku", "train", "--puzzles", str(puzzles), "--out", str(out), "--no-progress"],
-            "already exists",
-        ),
-        (
-            [
-                "sudoku",
-                "train",
-                "--puzzles",
-                str(puzzles),
-                "--out",
-                str(tmp_path / "x"),
-                "--set",
-                "nope=1",
-            ],
-            "nope",
-        ),
-        (
-            [
-                "sudoku",
-                "train",
-                "--puzzles",
-                str(puzzles),
-                "--out",
-                str(tmp_path / "y"),
-                "--set",
-                "gamma=2",
-            ],
-            "sudoku.gamma",
-        ),
+        (["sudoku", "solve", first, "--table", str(tmp_path)], "no config.toml"),
+        (train + ["--run-dir", str(out)], "already exists"),
+        (train + ["--run-dir", str(tmp_path / "x"), "--set", "nope=1"], "sudoku.nope"),
+        (train + ["--run-dir", str(tmp_path / "y"), "--set", "gamma=2"], "sudoku.gamma"),
+        (train + ["--run-dir", str(tmp_path / "y"), "--set", "run.seed=1"], "section 'run'"),
+        (train + ["--run-dir", str(tmp_path / "y"), "--lock", "bogus"], "sudoku.lock"),
+        (train + ["--run-dir", str(tmp_path / "y"), "--set", "alpha='constant'"], "alpha_value"),
+        ([*train, str(bad_toml), "--run-dir", str(tmp_path / "y")], "section 'run'"),
+        ([*train, str(tmp_path / "no.toml"), "--run-dir", str(tmp_path / "y")], "no.toml"),
         (
             [
                 "sudoku",
                 "train",
                 "--puzzles",
                 str(tmp_path / "missing.txt"),
-                "--out",
+                "--run-dir",
                 str(tmp_path / "z"),
             ],
             "missing.txt",
@@ -191,6 +206,46 @@ def test_cli_train_solve_and_bad_input(tmp_path, capsys):
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, (argv, err)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    assert not (tmp_path / "z").exists()
     (out / "table.npz").write_bytes(b"junk")
     assert main(["sudoku", "solve", first, "--table", str(out)]) == 2
     assert "corrupt" in capsys.readouterr().err
+    config = out / "config.toml"
+    config.write_text(config.read_text() + "stray = 1\n")  # unknown keys are rejected here too
+    assert main(["sudoku", "solve", first, "--table", str(out)]) == 2
+    assert "sudoku.stray" in capsys.readouterr().err
+
+
+def test_cli_config_file_out_parent_and_help(tmp_path, capsys):
+    """A TOML file with a [sudoku] table, flags over it and --set over both; --out is the
+    parent of OUT/NAME-TIME run directories, as in `shoal train`."""
+    puzzles = _puzzle_file(tmp_path)
+    toml = tmp_path / "sudoku.toml"
+    toml.write_text("[sudoku]\nworkers = 1\nepisodes_per_puzzle = 5\nbonus = 0.25\nseed = 4\n")
+    argv = ["sudoku", "train", str(toml), "--puzzles", str(puzzles), "--no-progress"]
+    argv += ["--out", str(tmp_path / "runs"), "--seed", "7", "--set", "name=mine"]
+    assert main([*argv, "--set", "seed=9"]) == 0, capsys.readouterr().err
+    (run,) = (tmp_path / "runs").iterdir()
+    assert run.name.startswith("mine-")
+    assert str(run) in capsys.readouterr().out
+    cfg = load_sudoku_config(run)
+    assert (cfg.workers, cfg.episodes_per_puzzle, cfg.bonus, cfg.seed) == (1, 5, 0.25, 9)
+    assert cfg.out == str(tmp_path / "runs")
+    assert len(read_metrics(RunDir(run).metrics)) == 8
+    with pytest.raises(SystemExit):
+        main(["sudoku", "train", "--help"])
+    help_text = capsys.readouterr().out
+    assert "sudoku.episodes_per_puzzle = 30" in help_text and "--run-dir" in help_text
+
+
+def test_load_section_rejects_what_the_cli_rejects(tmp_path):
+    """The same machinery (shoal.config) parses and validates the [sudoku] section."""
+    from shoal.config import load_section
+
+    (tmp_path / "c.toml").write_text("[sudoku]\nworkers = 'two'\n")
+    with pytest.raises(ConfigError, match="config key 'sudoku.workers': expected an integer"):
+        load_section(SudokuConfig, "sudoku", tmp_path / "c.toml")
+    with pytest.raises(ConfigError, match="unknown config key 'sudoku.nope'"):
+        load_section(SudokuConfig, "sudoku", values={"nope": 1})
+    cfg = load_section(SudokuConfig, "sudoku", overrides=["encoder=exact", "sudoku.gamma=0.5"])
+    assert (cfg.encoder, cfg.gamma) == ("exact", 0.5)

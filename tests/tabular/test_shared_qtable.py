@@ -168,6 +168,22 @@ def test_save_load_round_trip_and_damaged_files(tmp_path):
         SharedQTable.load(tmp_path / "missing.npz")
 
 
+def test_save_without_locks_when_a_dead_worker_holds_one(tmp_path):
+    """A worker killed inside a critical section never releases its lock: a locked save
+    would wait for the timeout, an unlocked one (what is left after the kill) does not."""
+    with SharedQTable(100, lock="striped", lock_timeout=0.2) as t:
+        t.update_many(pair_keys(np.uint64(1), np.arange(3)), np.ones(3), constant(0.5))
+        assert t.handle.locks[0].acquire(timeout=1)  # as if held by a killed process
+        try:
+            with pytest.raises(TimeoutError, match="not acquired"):
+                t.save(tmp_path / "locked.npz")
+            assert not (tmp_path / "locked.npz").exists()  # nothing half written
+            t.save(tmp_path / "t.npz", locked=False)
+        finally:
+            t.handle.locks[0].release()
+    assert len(SharedQTable.read(tmp_path / "t.npz")["keys"]) == 3
+
+
 def test_pickling_outside_spawn_is_refused():
     import pickle
 
