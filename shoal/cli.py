@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
+from shoal.runners import runner_names
 
 __all__ = ["main"]
 
@@ -26,12 +27,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose epilog may be computed when help is shown: listing every
+    runner's config keys loads the runners, which only ``--help`` should pay for."""
+
+    def format_help(self) -> str:
+        factory = getattr(self, "epilog_factory", None)
+        if factory is not None:
+            self.epilog = factory()
+        return super().format_help()
+
+
+def _train_epilog() -> str:
+    from shoal.runners import describe_runners
+
+    return f"runners:\n{describe_runners()}\n\nconfig keys (defaults):\n{describe_config()}"
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="shoal",
         description="Parallel and distributed reinforcement learning.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
 
     train = sub.add_parser(
         "train",
@@ -41,9 +61,9 @@ def _parser() -> argparse.ArgumentParser:
             f"({', '.join(preset_names())}) or a TOML file; without it the defaults below "
             "are used. Every config key can be set with --set SECTION.KEY=VALUE."
         ),
-        epilog="config keys (defaults):\n" + describe_config(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     train.add_argument("config", nargs="?", help="preset name or TOML config file")
     train.add_argument("--env", metavar="ID", help="gymnasium env id (sets env.id)")
     train.add_argument(
@@ -55,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
         help="override a config key (repeatable), e.g. --set dqn.lr=1e-3",
     )
     train.add_argument(
-        "--runner", help="training scheme: serial, threads or processes (sets run.runner)"
+        "--runner",
+        help=f"training scheme: {', '.join(runner_names())} (sets run.runner; see below)",
     )
     train.add_argument(
         "--learner-threads",
@@ -77,8 +98,15 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
     train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
-    ev = sub.add_parser("eval", help="evaluate a run's latest checkpoint greedily")
+    ev = sub.add_parser("eval", help="evaluate a run's best (or latest) checkpoint greedily")
     ev.add_argument("run_dir", metavar="RUN_DIR")
+    ev.add_argument(
+        "--checkpoint",
+        choices=("best", "latest"),
+        default="best",
+        help="best: the weights of the best evaluation during training (default); "
+        "latest: the last checkpoint",
+    )
     ev.add_argument("--episodes", type=_positive_int, default=20, help="episodes (default 20)")
     ev.add_argument("--seed", type=int, help="reset seed (default: run seed + 1)")
 
@@ -223,7 +251,7 @@ def _train(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from shoal.api import evaluate_run
 
-    returns = evaluate_run(args.run_dir, args.episodes, args.seed)
+    returns = evaluate_run(args.run_dir, args.episodes, args.seed, args.checkpoint)
     print(
         f"{len(returns)} episodes: mean {returns.mean():.2f}, std {returns.std():.2f}, "
         f"min {returns.min():.2f}, max {returns.max():.2f}"

@@ -42,6 +42,11 @@ class RunDir:
         return self.path / "checkpoints" / "latest.pt"
 
     @property
+    def best(self) -> Path:
+        """Weights of the best greedy evaluation so far (``shoal eval`` uses them)."""
+        return self.path / "checkpoints" / "best.pt"
+
+    @property
     def curve(self) -> Path:
         """The learning-curve plot."""
         return self.path / "curve.png"
