@@ -12,20 +12,16 @@ publish time, so an actor never sees weights half-way through an optimizer step
 
 from __future__ import annotations
 
-import os
-import secrets
 import threading
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from multiprocessing import shared_memory
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
 
-from shoal.sync.segments import attach_segment, release_segment
+from shoal.sync.segments import Segment
 
 __all__ = [
     "LocalWeightStore",
@@ -153,21 +149,16 @@ class SharedWeightStore:
                 raise ValueError("SharedWeightStore needs a template state_dict")
             spec = tuple((k, tuple(v.shape)) for k, v in template.items())
             size = sum(int(np.prod(s)) for _, s in spec)
-            name = f"shoal_w_{os.getpid()}_{secrets.token_hex(4)}"
-            shm = shared_memory.SharedMemory(
-                name=name, create=True, size=8 * (1 + len(meta_keys)) + 4 * max(size, 1)
-            )
-            _handle = SharedWeightsHandle(name, spec, tuple(meta_keys))
-            self._owner = True
+            segment = Segment.create("w", 8 * (1 + len(meta_keys)) + 4 * max(size, 1))
+            _handle = SharedWeightsHandle(segment.name, spec, tuple(meta_keys))
         else:
-            shm = attach_segment(_handle.name)
-            self._owner = False
-        self._shm, self._h = shm, _handle
-        self._seq = np.ndarray((1,), np.int64, shm.buf, 0)
-        self._meta = np.ndarray((len(_handle.meta_keys),), np.float64, shm.buf, 8)
+            segment = Segment.attach(_handle.name)
+        self._segment, self._h = segment, _handle
+        n_meta = len(_handle.meta_keys)
+        self._seq = segment.array((1,), np.int64)
+        self._meta = segment.array((n_meta,), np.float64, 8)
         size = sum(int(np.prod(s)) for _, s in _handle.spec)
-        self._flat = np.ndarray((size,), np.float32, shm.buf, 8 * (1 + len(_handle.meta_keys)))
-        self._finalizer = weakref.finalize(self, release_segment, shm, self._owner)
+        self._flat = segment.array((size,), np.float32, 8 * (1 + n_meta))
 
     @property
     def handle(self) -> SharedWeightsHandle:
@@ -234,7 +225,7 @@ class SharedWeightStore:
     def close(self) -> None:
         """Detach; the owner also unlinks the segment. Safe to call twice."""
         self._seq = self._meta = self._flat = None  # type: ignore[assignment]
-        self._finalizer()
+        self._segment.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SharedWeightStore.attach, (self._h,))
