@@ -7,8 +7,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from shoal.agent.actor import Actor, WeightSource
+from shoal.agent.hybrid import HybridActor, HybridDQN, HybridQNetwork
 from shoal.agent.learner import DQN, Learner
 from shoal.agent.networks import Params, make_q_network
 from shoal.agent.schedules import LinearSchedule
@@ -22,6 +24,7 @@ __all__ = [
     "build_actor",
     "build_epsilon",
     "build_learner",
+    "build_network",
     "build_nstep",
     "build_replay",
 ]
@@ -31,9 +34,40 @@ REPLAY_STREAM = 2
 
 
 def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
-    """The learner, its weights initialised from the run seed."""
+    """The learner (double DQN, or hybrid DQN for (discrete, continuous) actions), its
+    weights initialised from the run seed."""
     torch.manual_seed(cfg.run.seed)
+    if spec.hybrid:
+        return HybridDQN(
+            spec.obs_dim,
+            spec.n_actions,
+            spec.action_dim,
+            cfg.dqn,
+            low=spec.action_low,
+            high=spec.action_high,
+            device=cfg.run.device,
+        )
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device)
+
+
+def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
+    """An inference-only network of the learner's shape (for actors in other threads or
+    processes, which pull their weights from a store)."""
+    if spec.hybrid:
+        net: nn.Module = HybridQNetwork(
+            spec.obs_dim,
+            spec.n_actions,
+            spec.action_dim,
+            hidden=cfg.dqn.hidden,
+            low=spec.action_low,
+            high=spec.action_high,
+            dueling=cfg.dqn.dueling,
+            board=cfg.dqn.board,
+            conv=cfg.dqn.conv,
+        )
+    else:
+        net = make_q_network(cfg.dqn, spec.obs_dim, spec.n_actions)
+    return net.requires_grad_(False)
 
 
 def build_actor(
@@ -50,8 +84,9 @@ def build_actor(
     weights pulled from ``source``; it builds its own inference-only network unless given
     one."""
     if network is None:
-        network = make_q_network(cfg.dqn, spec.obs_dim, spec.n_actions).requires_grad_(False)
-    return Actor(
+        network = build_network(cfg, spec)
+    kind = HybridActor if spec.hybrid else Actor
+    return kind(
         network,
         params=params,
         source=source,
@@ -63,11 +98,21 @@ def build_actor(
 
 
 def build_replay(cfg: Config, spec: EnvSpec) -> ReplayBuffer:
-    """The replay buffer (uniform or prioritized) for flat float observations."""
+    """The replay buffer (uniform or prioritized) for flat float observations; hybrid
+    actions are stored as ``action`` (discrete) and ``action_cont``."""
     r = cfg.replay
-    return ReplayBuffer(
+    obs = ((spec.obs_dim,), np.float32)
+    fields = {
+        "obs": obs,
+        "action": ((), np.int64),
+        **({"action_cont": ((spec.action_dim,), np.float32)} if spec.hybrid else {}),
+        "reward": ((), np.float32),
+        "next_obs": obs,
+        "discount": ((), np.float32),
+    }
+    return ReplayBuffer.from_specs(
         r.capacity,
-        (spec.obs_dim,),
+        fields,
         prioritized=r.prioritized,
         alpha=r.alpha,
         beta=r.beta,

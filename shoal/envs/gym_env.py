@@ -17,14 +17,41 @@ __all__ = ["EnvSpec", "make_env", "probe_env"]
 
 @dataclass(frozen=True)
 class EnvSpec:
-    """What the learner needs to know about an env: flat observation size and actions."""
+    """What the learner needs to know about an env: flat observation size and actions.
+
+    A hybrid action space ``Tuple(Discrete(K), Box(low, high, (d,)))`` has ``action_dim =
+    d`` and the box's bounds; a plain ``Discrete(K)`` space has ``action_dim = 0``.
+    """
 
     obs_dim: int
     n_actions: int
+    action_dim: int = 0
+    action_low: tuple[float, ...] = ()
+    action_high: tuple[float, ...] = ()
+
+    @property
+    def hybrid(self) -> bool:
+        """Whether actions are (discrete, continuous) pairs."""
+        return self.action_dim > 0
+
+
+def _hybrid_parts(space: gym.Space) -> tuple[gym.spaces.Discrete, gym.spaces.Box] | None:
+    """The (Discrete, 1-D bounded Box) parts of a hybrid action space, else None."""
+    if not isinstance(space, gym.spaces.Tuple) or len(space.spaces) != 2:
+        return None
+    disc, box = space.spaces
+    ok = (
+        isinstance(disc, gym.spaces.Discrete)
+        and isinstance(box, gym.spaces.Box)
+        and len(box.shape) == 1
+        and bool(np.isfinite(box.low).all() and np.isfinite(box.high).all())
+    )
+    return (disc, box) if ok else None
 
 
 def make_env(cfg: EnvConfig) -> gym.Env:
-    """Create the env, rejecting ids that do not exist and non-discrete action spaces.
+    """Create the env, rejecting ids that do not exist and action spaces DQN cannot act in
+    (anything but Discrete, or Tuple(Discrete, bounded 1-D Box) for hybrid actions).
 
     Non-vector observations (Discrete, Tuple, Dict, images) are flattened, so the MLP
     learner sees a 1-D float vector whatever the env.
@@ -40,11 +67,12 @@ def make_env(cfg: EnvConfig) -> gym.Env:
         raise EnvError(f"env.id {cfg.id!r}: cannot be made by gymnasium: {e}") from None
     except (ImportError, ModuleNotFoundError) as e:
         raise EnvError(f"env.id {cfg.id!r}: needs a package that is not installed: {e}") from None
-    if not isinstance(env.action_space, gym.spaces.Discrete):
+    space = env.action_space
+    if not isinstance(space, gym.spaces.Discrete) and _hybrid_parts(space) is None:
         env.close()
         raise EnvError(
-            f"env.id {cfg.id!r}: action space is {env.action_space}; shoal's DQN needs a "
-            "Discrete action space"
+            f"env.id {cfg.id!r}: action space is {space}; shoal's DQN needs a Discrete "
+            "action space, or Tuple(Discrete, Box) with a bounded 1-D Box (hybrid actions)"
         )
     if cfg.step_cost_us > 0:
         env = StepCost(env, micros=cfg.step_cost_us, kind=cfg.step_cost_kind)
@@ -59,6 +87,16 @@ def probe_env(cfg: EnvConfig) -> EnvSpec:
     env = make_env(cfg)
     try:
         obs_dim = int(np.prod(env.observation_space.shape))
-        return EnvSpec(obs_dim=obs_dim, n_actions=int(env.action_space.n))
+        parts = _hybrid_parts(env.action_space)
+        if parts is None:
+            return EnvSpec(obs_dim=obs_dim, n_actions=int(env.action_space.n))
+        disc, box = parts
+        return EnvSpec(
+            obs_dim=obs_dim,
+            n_actions=int(disc.n),
+            action_dim=int(box.shape[0]),
+            action_low=tuple(float(x) for x in box.low),
+            action_high=tuple(float(x) for x in box.high),
+        )
     finally:
         env.close()

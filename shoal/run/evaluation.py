@@ -41,7 +41,8 @@ def evaluate(
             actions = policy(np.stack([live[k][1] for k in keys]).astype(np.float32))
             for k, a in zip(keys, actions):
                 env = live[k][0]
-                obs, r, term, trunc, _ = env.step(int(a))
+                # hybrid policies return (discrete, continuous) pairs
+                obs, r, term, trunc, _ = env.step(a if isinstance(a, tuple) else int(a))
                 returns[k] += r
                 if term or trunc:
                     del live[k]

@@ -10,6 +10,7 @@ do-nothing defaults that a runner overrides where its transport needs them.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 import torch
@@ -49,6 +50,15 @@ class Runner:
     def updates(self) -> int:
         """Optimizer steps taken so far."""
         return self.learner.updates
+
+    def add_to_replay(self, transitions: Iterable[dict[str, Any]]) -> None:
+        """Add n-step transitions to replay; a hybrid action ``(discrete, continuous)`` is
+        stored as ``action`` and ``action_cont``."""
+        for tr in transitions:
+            if self.spec.hybrid:
+                discrete, cont = tr["action"]
+                tr = {**tr, "action": discrete, "action_cont": cont}
+            self.replay.add(tr)
 
     def learn_steps(self, steps: int) -> float:
         """``steps`` gradient steps on replay samples, with priority updates; returns the

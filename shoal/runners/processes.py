@@ -80,6 +80,9 @@ class Episode:
     obs: np.ndarray
     """Observations, T + 1 of them (the last is the final next observation)."""
     actions: np.ndarray
+    """Discrete actions (the discrete part of hybrid ones), T of them."""
+    actions_cont: np.ndarray | None
+    """The continuous part of hybrid actions, (T, d); None for discrete actions."""
     rewards: np.ndarray
     terminated: bool
     truncated: bool
@@ -112,6 +115,7 @@ def rollout_worker(
     env = make_env(cfg.env)
     rng = np.random.default_rng(derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation))
     actor = build_actor(cfg, spec, rng, source=store)
+    hybrid = spec.hybrid
     index = 0
     learner = os.getppid()
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
@@ -140,7 +144,8 @@ def rollout_worker(
                 incarnation=incarnation,
                 index=index,
                 obs=np.asarray(observations, dtype=np.float32),
-                actions=np.asarray(actions, dtype=np.int64),
+                actions=np.asarray([a[0] if hybrid else a for a in actions], dtype=np.int64),
+                actions_cont=np.asarray([a[1] for a in actions], np.float32) if hybrid else None,
                 rewards=np.asarray(rewards, dtype=np.float32),
                 terminated=bool(term),
                 truncated=bool(trunc),
@@ -306,15 +311,19 @@ class ProcessesRunner(Runner):
         last = len(ep.actions) - 1
         for t in range(len(ep.actions)):
             end = t == last
-            for tr in writer.append(
-                ep.obs[t],
-                int(ep.actions[t]),
-                float(ep.rewards[t]),
-                ep.obs[t + 1],
-                ep.terminated and end,
-                ep.truncated and end,
-            ):
-                self.replay.add(tr)
+            action: Any = int(ep.actions[t])
+            if ep.actions_cont is not None:
+                action = (action, ep.actions_cont[t])
+            self.add_to_replay(
+                writer.append(
+                    ep.obs[t],
+                    action,
+                    float(ep.rewards[t]),
+                    ep.obs[t + 1],
+                    ep.terminated and end,
+                    ep.truncated and end,
+                )
+            )
 
     def _publish(self) -> None:
         weights = self.learner.weights()

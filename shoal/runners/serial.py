@@ -77,8 +77,7 @@ class SerialRunner(Runner):
         next_obs, reward, term, trunc, _ = self.env.step(action)
         self.ep_return += float(reward)
         self.ep_len += 1
-        for tr in self.nstep.append(self.obs, action, reward, next_obs, term, trunc):
-            self.replay.add(tr)
+        self.add_to_replay(self.nstep.append(self.obs, action, reward, next_obs, term, trunc))
         self.obs = next_obs
         if not (term or trunc):
             return Collected(1)
@@ -111,8 +110,7 @@ class SerialRunner(Runner):
     def interrupt(self) -> None:
         """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
         the last observation, and a resumed run starts the next episode (next seed)."""
-        for tr in self.nstep.flush():
-            self.replay.add(tr)
+        self.add_to_replay(self.nstep.flush())
         if self.ep_len > 0:
             self._next_episode()
 
