@@ -55,6 +55,11 @@ def test_help_lists_config_keys():
         check=True,
     ).stdout
     assert "dqn.lr" in out and "Adam learning rate" in out and "--resume" in out
+    # runners, their own sections and their help come from the registry
+    assert "serial, threads, processes" in out
+    assert "threads [threads]: One acting thread and K learner threads" in out
+    assert "threads.learner_threads" in out and "processes.workers" in out
+    assert "selfplay.enabled" in out
     for cmd in ("eval", "plot"):
         assert (
             subprocess.run(
@@ -138,22 +143,29 @@ def test_missing_and_corrupt_checkpoints(tmp_path, tiny, capsys):
     good = ckpt.read_bytes()
     # truncated
     ckpt.write_bytes(good[: len(good) // 2])
-    for argv in (["eval", str(run)], ["train", "--resume", str(run), "--no-progress"]):
+    latest = ["eval", str(run), "--checkpoint", "latest"]
+    for argv in (latest, ["train", "--resume", str(run), "--no-progress"]):
         code, _, err = run_cli(capsys, *argv)
         assert code == 2 and "corrupt or truncated" in err, err
     assert ckpt.read_bytes() == good[: len(good) // 2]  # nothing overwritten
     # garbage and a foreign pickle
     ckpt.write_bytes(b"not a checkpoint at all")
-    assert run_cli(capsys, "eval", str(run))[0] == 2
+    assert run_cli(capsys, *latest)[0] == 2
     import torch
 
     torch.save({"hello": 1}, ckpt)
-    code, _, err = run_cli(capsys, "eval", str(run))
+    code, _, err = run_cli(capsys, *latest)
     assert code == 2 and "not a shoal checkpoint" in err
     # missing
     ckpt.unlink()
-    code, _, err = run_cli(capsys, "eval", str(run))
+    code, _, err = run_cli(capsys, *latest)
     assert code == 2 and "does not exist" in err
+    # the best checkpoint is checked the same way, and is what eval reads by default
+    best = RunDir(run).best
+    assert run_cli(capsys, "eval", str(run))[0] == 0
+    best.write_bytes(b"garbage")
+    code, _, err = run_cli(capsys, "eval", str(run))
+    assert code == 2 and "best.pt" in err and "corrupt or truncated" in err
     # not a run directory at all
     code, _, err = run_cli(capsys, "eval", str(tmp_path / "nowhere"))
     assert code == 2 and "does not exist" in err
