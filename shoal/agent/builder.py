@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from shoal.agent.actor import Actor, WeightSource
-from shoal.agent.hybrid import HybridActor, HybridDQN, HybridQNetwork
+from shoal.agent.hybrid import HybridActor, HybridDQN, make_hybrid_network
 from shoal.agent.learner import DQN, Learner
 from shoal.agent.networks import Params, make_q_network
 from shoal.agent.schedules import LinearSchedule
@@ -54,16 +54,13 @@ def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
     """An inference-only network of the learner's shape (for actors in other threads or
     processes, which pull their weights from a store)."""
     if spec.hybrid:
-        net: nn.Module = HybridQNetwork(
+        net: nn.Module = make_hybrid_network(
+            cfg.dqn,
             spec.obs_dim,
             spec.n_actions,
             spec.action_dim,
-            hidden=cfg.dqn.hidden,
-            low=spec.action_low,
-            high=spec.action_high,
-            dueling=cfg.dqn.dueling,
-            board=cfg.dqn.board,
-            conv=cfg.dqn.conv,
+            spec.action_low,
+            spec.action_high,
         )
     else:
         net = make_q_network(cfg.dqn, spec.obs_dim, spec.n_actions)

@@ -47,7 +47,14 @@ from shoal.agent.losses import Batch, DQNLoss, mask_illegal
 from shoal.agent.networks import Params, QNetwork
 from shoal.config import DQNConfig
 
-__all__ = ["HybridActor", "HybridBatch", "HybridDQN", "HybridLoss", "HybridQNetwork"]
+__all__ = [
+    "HybridActor",
+    "HybridBatch",
+    "HybridDQN",
+    "HybridLoss",
+    "HybridQNetwork",
+    "make_hybrid_network",
+]
 
 ArrayLike = float | Sequence[float] | np.ndarray
 
@@ -102,6 +109,28 @@ class HybridQNetwork(QNetwork):
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         """Q-values and continuous actions under the module's own parameters."""
         return self.apply_params(dict(self.named_parameters()), obs)
+
+
+def make_hybrid_network(
+    cfg: DQNConfig,
+    obs_dim: int,
+    n_actions: int,
+    action_dim: int,
+    low: ArrayLike,
+    high: ArrayLike,
+) -> HybridQNetwork:
+    """The hybrid network a DQN config describes (the learner's and every actor's copy)."""
+    return HybridQNetwork(
+        obs_dim,
+        n_actions,
+        action_dim,
+        hidden=cfg.hidden,
+        low=low,
+        high=high,
+        dueling=cfg.dueling,
+        board=cfg.board,
+        conv=cfg.conv,
+    )
 
 
 def _bounds(low: ArrayLike, high: ArrayLike, action_dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -246,17 +275,7 @@ class HybridDQN(Learner):
         self.n_actions = n_actions
         self.action_dim = action_dim
         self.low, self.high = _bounds(low, high, action_dim)
-        network = HybridQNetwork(
-            obs_dim,
-            n_actions,
-            action_dim,
-            hidden=cfg.hidden,
-            low=self.low,
-            high=self.high,
-            dueling=cfg.dueling,
-            board=cfg.board,
-            conv=cfg.conv,
-        )
+        network = make_hybrid_network(cfg, obs_dim, n_actions, action_dim, self.low, self.high)
         loss = HybridLoss(
             network,
             cont_weight=cont_weight,
