@@ -1,18 +1,17 @@
-"""The training progress bar (rich): steps, steps/s and the latest learning figures."""
+"""The training progress bar (rich): steps, steps/s and the latest learning figures.
+
+rich is imported only when a bar is shown, so a run with ``run.progress=false`` (tests,
+benchmarks, scripts) does not pay for it.
+
+Example:
+    >>> with TrainProgress(100, enabled=False) as bar:
+    ...     bar.update(50, loss=0.25)
+"""
 
 from __future__ import annotations
 
 from types import TracebackType
 from typing import Any
-
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
 __all__ = ["TrainProgress"]
 
@@ -20,11 +19,23 @@ __all__ = ["TrainProgress"]
 class TrainProgress:
     """A context manager showing a bar over env steps with a line of live stats.
 
-    Disabled, it does nothing, so runners call it unconditionally.
+    Disabled, it does nothing (and loads nothing), so runners call it unconditionally.
     """
 
     def __init__(self, total: int, *, enabled: bool, description: str = "train") -> None:
         self.enabled = enabled
+        self._progress: Any = None
+        if not enabled:
+            return
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -32,12 +43,12 @@ class TrainProgress:
             TimeElapsedColumn(),
             TimeRemainingColumn(),
             TextColumn("{task.fields[stats]}"),
-            disable=not enabled,
         )
         self._task = self._progress.add_task(description, total=total, stats="")
 
     def __enter__(self) -> TrainProgress:
-        self._progress.__enter__()
+        if self._progress is not None:
+            self._progress.__enter__()
         return self
 
     def __exit__(
@@ -46,11 +57,12 @@ class TrainProgress:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._progress.__exit__(exc_type, exc, tb)
+        if self._progress is not None:
+            self._progress.__exit__(exc_type, exc, tb)
 
     def update(self, completed: int, **stats: Any) -> None:
         """Move the bar to ``completed`` steps and show ``stats`` as ``name value`` pairs."""
-        if not self.enabled:
+        if self._progress is None:
             return
         if not stats:
             self._progress.update(self._task, completed=completed)
