@@ -238,33 +238,10 @@ class RunLoop:
         until the runner is done; then finish, evaluate, checkpoint and draw the curve."""
         c, r, runner = self.c, self.cfg.run, self.runner
         metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
-        next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
-        next_tick = (c["step"] // r.log_every + 1) * r.log_every
-        rates = _Rates(c["step"], runner.updates)
-        stop = c["solved_step"] is not None and r.stop_return is not None
         try:
             runner.start()
             with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
-                while not stop:
-                    got = runner.collect(c["step"])
-                    c["step"] += got.steps
-                    runner.learn(c["step"], got.steps)
-                    if c["step"] >= next_eval:
-                        self.evaluate(metrics)
-                        next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
-                        stop = c["solved_step"] is not None
-                    if c["step"] >= next_tick:
-                        self._tick(metrics, bar, rates)
-                        next_tick = (c["step"] // r.log_every + 1) * r.log_every
-                    if got.episodes:
-                        self._episode_rows(metrics, got.episodes)
-                    boundary = runner.at_boundary()
-                    if boundary and (c["step"] >= r.total_steps or runner.done(c["episode"])):
-                        break
-                    if boundary and c["step"] >= c["next_checkpoint"]:
-                        while c["next_checkpoint"] <= c["step"]:
-                            c["next_checkpoint"] += r.checkpoint_every
-                        self.checkpoint(metrics)
+                self._train(metrics, bar)
                 bar.update(min(c["step"], r.total_steps))
             runner.finish()
             runner.stop()
@@ -287,12 +264,45 @@ class RunLoop:
         from shoal.run.curve import plot_run
 
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=self.title)
+        return self._result()
+
+    def _train(self, metrics: MetricsWriter, bar: TrainProgress) -> None:
+        """collect -> learn -> evaluate -> tick -> episode rows -> stop? -> checkpoint."""
+        c, r, runner = self.c, self.cfg.run, self.runner
+        next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
+        next_tick = (c["step"] // r.log_every + 1) * r.log_every
+        rates = _Rates(c["step"], runner.updates)
+        stop = c["solved_step"] is not None and r.stop_return is not None
+        while not stop:
+            got = runner.collect(c["step"])
+            c["step"] += got.steps
+            runner.learn(c["step"], got.steps)
+            if c["step"] >= next_eval:
+                self.evaluate(metrics)
+                next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
+                stop = c["solved_step"] is not None
+            if c["step"] >= next_tick:
+                self._tick(metrics, bar, rates)
+                next_tick = (c["step"] // r.log_every + 1) * r.log_every
+            if got.episodes:
+                self._episode_rows(metrics, got.episodes)
+            if not runner.at_boundary():
+                continue
+            if c["step"] >= r.total_steps or runner.done(c["episode"]):
+                return
+            if c["step"] >= c["next_checkpoint"]:
+                while c["next_checkpoint"] <= c["step"]:
+                    c["next_checkpoint"] += r.checkpoint_every
+                self.checkpoint(metrics)
+
+    def _result(self) -> TrainResult:
+        c = self.c
         return TrainResult(
             run_dir=str(self.run_dir.path),
             eval_return=float("nan") if c["last_eval"] is None else c["last_eval"],
             env_steps=c["step"],
             wall_seconds=self.wall(),
-            updates=runner.updates,
+            updates=self.runner.updates,
             solved_step=c["solved_step"],
             solved_wall_seconds=c["solved_wall"],
             best_eval_return=c["best_eval"],
