@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 import shoal
-from shoal.agent.builder import build_dqn
+from shoal.agent.builder import build_actor
 from shoal.config import load_config
 from shoal.envs import probe_env
 from shoal.envs.connect_four import heuristic_player, play_match, random_player
@@ -49,16 +49,17 @@ def main() -> None:
     wall = time.perf_counter() - t0
     run = RunDir(result.run_dir)
     cfg = load_config(run.config)
-    dqn = build_dqn(cfg, probe_env(cfg.env))
-    dqn.load_state_dict(load_checkpoint(run.checkpoint)["dqn"])
+    # The final greedy policy: the latest checkpoint's online weights, in an actor.
+    weights = load_checkpoint(run.checkpoint)["learner"]["online"]
     rng = np.random.default_rng(args.seed)
+    actor = build_actor(cfg, probe_env(cfg.env), rng, params=weights)
     print(
         f"machine: {os.cpu_count()} CPUs; trained {result.env_steps:,} env steps "
         f"({result.updates:,} updates) in {wall:.0f} s"
     )
     print(f"{'player':<22} {'opponent':<10} {'seat':<7} {'win':>6} {'draw':>6} {'loss':>6}")
     players = {
-        "shoal (greedy)": dqn.greedy_one,
+        "shoal (greedy)": lambda obs: int(actor.greedy(obs[None])[0]),
         "heuristic": lambda obs: heuristic_player(obs, rng),
     }
     for name, player in players.items():

@@ -35,12 +35,15 @@ from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
 import gymnasium as gym
+import numpy as np
 import torch
-from torch.func import functional_call, grad
+from torch.func import grad
 
 import shoal.runners.base as runner_base
-from shoal.agent.builder import build_dqn
-from shoal.agent.dqn import DQN, Batch, LossInfo
+from shoal.agent.actor import Actor
+from shoal.agent.builder import build_learner
+from shoal.agent.learner import DQN, LossInfo
+from shoal.agent.losses import Batch
 from shoal.config import load_config
 from shoal.envs import probe_env
 
@@ -48,40 +51,30 @@ sys.path.insert(0, os.path.dirname(__file__))
 from learner_threads import end_to_end, filled_replay  # noqa: E402
 
 
-class _LossModule(torch.nn.Module):
-    """DQN.loss as a module whose parameters are the online network's, so that
-    ``functional_call`` can differentiate it without a second copy of the loss."""
-
-    def __init__(self, dqn: DQN) -> None:
-        super().__init__()
-        self.online = dqn.online
-        self.dqn = dqn
-
-    def forward(self, *fields: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.dqn.loss(Batch(*fields))
-
-
 class CompiledDQN(DQN):
     """DQN whose gradients() and apply() are two compiled calls (experiment)."""
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        module = _LossModule(self)
-        names = [f"online.{n}" for n, _ in self.online.named_parameters()]
+        names = list(self.params)
         # Detached views: the compiled apply updates the real parameters in place.
-        self._p = [p.detach() for p in self.params]
+        self._p = [p.detach() for p in self.params.values()]
+        self._t = [t.detach() for t in self.target_params.values()]
         self._m = [torch.zeros_like(p) for p in self._p]
         self._v = [torch.zeros_like(p) for p in self._p]
         self._step = torch.zeros(())
         c = self.cfg
+        loss = self.loss  # the learner's own pure loss over explicit parameters
 
-        def loss_of(params: Sequence[torch.Tensor], *fields: torch.Tensor):
-            loss, td = functional_call(module, dict(zip(names, params)), fields)
-            return loss, (loss.detach(), td)
+        def loss_of(params, target_params, *fields: torch.Tensor):
+            value, td = loss(
+                dict(zip(names, params)), dict(zip(names, target_params)), Batch(*fields)
+            )
+            return value, (value.detach(), td)
 
-        def grads_fn(params, *fields):
-            g, (loss, td) = grad(loss_of, has_aux=True)(params, *fields)
-            return g, loss, td
+        def grads_fn(params, target_params, *fields):
+            g, (value, td) = grad(loss_of, has_aux=True)(params, target_params, *fields)
+            return g, value, td
 
         def apply_fn(params, grads, m, v, step):  # Adam (torch.optim.Adam's math)
             norms = torch.stack([torch.linalg.vector_norm(g) for g in grads])
@@ -102,13 +95,13 @@ class CompiledDQN(DQN):
         b, d = c.batch_size, self._p[0].shape[1]
         zeros = (torch.zeros(b, d), torch.zeros(b, dtype=torch.int64), torch.zeros(b))
         fields = (zeros[0], zeros[1], zeros[2], zeros[0], zeros[2], torch.ones(b))
-        g, _, _ = self._grads(self._p, *fields)  # compile now, outside any timing
+        g, _, _ = self._grads(self._p, self._t, *fields)  # compile now, outside any timing
         clone = lambda xs: [x.clone() for x in xs]  # noqa: E731
         self._apply(clone(self._p), g, clone(self._m), clone(self._v), self._step.clone())
 
     def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], LossInfo]:
         fields = (batch.obs, batch.action, batch.reward, batch.next_obs, batch.discount)
-        g, loss, td = self._grads(self._p, *fields, batch.weights)
+        g, loss, td = self._grads(self._p, self._t, *fields, batch.weights)
         return list(g), LossInfo(float(loss), td.numpy())
 
     def apply(self, grads: Sequence[torch.Tensor]) -> float:
@@ -127,12 +120,17 @@ def _python_thread(stop: threading.Event) -> None:
 
 
 def _acting_thread(dqn: DQN) -> Callable[[threading.Event], None]:
+    # Greedy actions on the learner's live weights, as the serial runner's actor acts.
+    actor = Actor(
+        dqn.online, params=dqn.params, n_actions=dqn.n_actions, rng=np.random.default_rng(0)
+    )
+
     def act(stop: threading.Event) -> None:
         torch.set_num_threads(1)
         env = gym.make("CartPole-v1")
         obs, _ = env.reset(seed=0)
         while not stop.is_set():
-            obs, _, term, trunc, _ = env.step(dqn.greedy_one(obs))
+            obs, _, term, trunc, _ = env.step(int(actor.greedy(obs[None])[0]))
             if term or trunc:
                 obs, _ = env.reset()
 
@@ -145,12 +143,12 @@ def update_cost(dqn: DQN, replay, seconds: float, neighbour: Callable | None) ->
     stop = threading.Event()
     th = threading.Thread(target=neighbour, args=(stop,)) if neighbour else None
     for _ in range(20):  # warm-up (a compiled learner may specialise on the first batch)
-        dqn.update(Batch.from_numpy(replay.sample(cfg.batch_size), "cpu"))
+        dqn.step(Batch.from_numpy(replay.sample(cfg.batch_size), "cpu"))
     if th:
         th.start()
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        dqn.update(Batch.from_numpy(replay.sample(cfg.batch_size), "cpu"))
+        dqn.step(Batch.from_numpy(replay.sample(cfg.batch_size), "cpu"))
         n += 1
     elapsed = time.perf_counter() - t0
     stop.set()
@@ -208,9 +206,10 @@ def main() -> None:
     for name, cls in learners.items():
 
         def build(cfg, spec, cls=cls):
+            torch.manual_seed(cfg.run.seed)
             return cls(spec.obs_dim, spec.n_actions, cfg.dqn, device="cpu")
 
-        runner_base.build_dqn = build  # every runner builds its learner through this
+        runner_base.build_learner = build  # every runner builds its learner through this
         wall_s, learn_s, _ = end_to_end("serial", args.steps, "none")
         act_s = wall_s - learn_s
         bound = wall_s / max(act_s, learn_s)
@@ -221,7 +220,7 @@ def main() -> None:
             f"{learn_s:.2f}, bound {bound:.2f}x); threads {wall_t:.2f} s: {speedup:.2f}x "
             f"= {speedup / bound:.2f} of the bound"
         )
-    runner_base.build_dqn = build_dqn
+    runner_base.build_learner = build_learner
 
     print("\n4. torch.mm (256x128 @ 128x128) calls/s: one process, then two side by side")
     alone = _mm_rate()

@@ -4,7 +4,7 @@ Side by side in one run, on the CartPole preset's network (MLP [128, 128], dueli
 batch 128), torch limited to 1 intra-op thread everywhere:
 
 1. Learner throughput (updates/s) on a pre-filled replay buffer, no acting:
-   - serial: one plain loop of ``DQN.update``;
+   - serial: one plain loop of ``DQN.step``;
    - one global lock: K threads, each whole update under one mutex (the naive fix);
    - shoal: K threads, gradients under the read lock, apply under the write lock
    (the threads runner's learner), for K = 1, 2, 4.
@@ -32,10 +32,12 @@ import numpy as np
 import torch
 
 from shoal.agent.builder import build_replay
-from shoal.agent.dqn import DQN, Batch
+from shoal.agent.learner import DQN
+from shoal.agent.losses import Batch
 from shoal.config import load_config
-from shoal.envs import probe_env
+from shoal.envs import make_env, probe_env
 from shoal.run.directory import RunDir
+from shoal.run.loop import RunLoop
 from shoal.runners.serial import SerialRunner
 from shoal.runners.threads import ThreadsRunner
 from shoal.sync.locked_replay import LockedReplay
@@ -68,7 +70,7 @@ def learner_throughput(mode: str, k: int, updates: int) -> float:
 
     def one_update_serial() -> None:
         s = replay.sample(bs)
-        info = dqn.update(Batch.from_numpy(s, "cpu"))
+        info = dqn.step(Batch.from_numpy(s, "cpu"))
         replay.update_priorities(s["indices"], info.td_errors)
 
     if mode == "serial":
@@ -111,11 +113,10 @@ class TimedSerial(SerialRunner):
 
     learn_seconds = 0.0
 
-    def _on_train_point(self, loss: float) -> float:
+    def on_train_point(self) -> None:
         t0 = time.perf_counter()
-        out = super()._on_train_point(loss)
+        super().on_train_point()
         self.learn_seconds += time.perf_counter() - t0
-        return out
 
 
 def end_to_end(runner: str, steps: int, cost: str, k: int = 1) -> tuple[float, float, int]:
@@ -133,10 +134,17 @@ def end_to_end(runner: str, steps: int, cost: str, k: int = 1) -> tuple[float, f
     cfg = load_config("cartpole", overrides)
     run = RunDir.create(tempfile.mkdtemp(), "bench")
     cls = TimedSerial if runner == "serial" else ThreadsRunner
-    r = cls(cfg, run)
-    t0 = time.perf_counter()
-    result = r.run()
-    wall = time.perf_counter() - t0
+    r = cls(cfg)
+    eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
+    try:  # as shoal.train drives a runner
+        loop = RunLoop(r, run, eval_envs)
+        t0 = time.perf_counter()
+        result = loop.run()
+        wall = time.perf_counter() - t0
+    finally:
+        r.stop()
+        for env in eval_envs:
+            env.close()
     learn = r.learn_seconds if runner == "serial" else float("nan")
     return wall, learn, result.updates
 

@@ -23,17 +23,21 @@ import io
 import multiprocessing as mp
 import os
 import platform
-import tempfile
 import time
 from typing import Any
 
 import numpy as np
 import torch
 
-from shoal.agent.builder import build_dqn, build_epsilon, build_nstep, build_replay
+from shoal.agent.builder import (
+    build_actor,
+    build_epsilon,
+    build_learner,
+    build_nstep,
+    build_replay,
+)
 from shoal.config import load_config
 from shoal.envs import make_env, probe_env
-from shoal.run.directory import RunDir
 from shoal.runners.processes import ProcessesRunner
 from shoal.sync.weights import SharedWeightStore
 
@@ -43,12 +47,15 @@ COST = ["env.step_cost_us=200", "env.step_cost_kind=spin", "env.max_episode_step
 def serial_collection(seconds: float) -> float:
     cfg = load_config("cartpole", COST)
     spec = probe_env(cfg.env)
-    dqn, replay, nstep = build_dqn(cfg, spec), build_replay(cfg, spec), build_nstep(cfg)
+    learner, replay, nstep = build_learner(cfg, spec), build_replay(cfg, spec), build_nstep(cfg)
     env, rng, eps = make_env(cfg.env), np.random.default_rng(0), build_epsilon(cfg)
+    # The serial runner's actor: the learner's own live weights.
+    actor = build_actor(cfg, spec, rng, params=learner.params, network=learner.online)
     obs, _ = env.reset(seed=0)
     steps, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        action = dqn.act(obs, eps(steps), rng)
+        actor.epsilon = eps(steps)
+        action, _ = actor.select_action(obs)
         nxt, r, term, trunc, _ = env.step(action)
         for tr in nstep.append(obs, action, r, nxt, term, trunc):
             replay.add(tr)
@@ -69,21 +76,18 @@ def process_collection(workers: int, seconds: float) -> float:
             "processes.episodes_per_batch=2",
         ],
     )
-    runner = ProcessesRunner(cfg, RunDir.create(tempfile.mkdtemp(), "bench"))
-    runner._publish()
-    runner._slots = [runner._start(w, 0) for w in range(workers)]
+    runner = ProcessesRunner(cfg)
     try:
-        for ep in runner._collect(1):  # warm-up: processes started, imports done
-            runner._store_episode(ep)
+        runner.start()  # publish the first weights, spawn the workers
+        runner.collect(0)  # warm-up: processes started, imports done
         steps, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds:
-            for ep in runner._collect(2):
-                runner._store_episode(ep)
-                steps += len(ep.actions)
+            # episodes_per_batch (2) whole episodes from every worker, stored into replay;
+            # no learn(): collection only
+            steps += runner.collect(steps).steps
         return steps / (time.perf_counter() - t0)
     finally:
-        runner._stop_all()
-        runner.store.close()
+        runner.stop()
 
 
 def _queue_child(q: Any, done: Any) -> None:
@@ -96,11 +100,11 @@ def _queue_child(q: Any, done: Any) -> None:
 
 def broadcast(n_params: int, reps: int) -> dict[str, float]:
     state = {"a": torch.randn(n_params // 2), "b": torch.randn(n_params - n_params // 2)}
-    store = SharedWeightStore(state, extras=1)
+    store = SharedWeightStore(state, meta_keys=("epsilon",))
     store.publish(state)
     t0 = time.perf_counter()
     for _ in range(reps):
-        store.publish(state, extras=[0.1])
+        store.publish(state, {"epsilon": 0.1})
     publish = (time.perf_counter() - t0) / reps
     t0 = time.perf_counter()
     for _ in range(reps):

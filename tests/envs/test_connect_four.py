@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from shoal.agent.dqn import DQN, Batch, epsilon_greedy_action, greedy_actions
+from shoal.agent.actor import Actor, epsilon_greedy_action
+from shoal.agent.learner import DQN
+from shoal.agent.losses import Batch
 from shoal.config import DQNConfig
 from shoal.envs.connect_four import (
     COLS,
@@ -78,10 +80,15 @@ def test_dqn_masking_in_targets_acting_and_greedy():
     dqn = DQN(4 + 3, 3, DQNConfig(hidden=[8], action_mask=True, double=True), device="cpu")
     obs = np.zeros((2, 7), np.float32)
     obs[:, 4:] = [[0, 1, 0], [0, 0, 1]]  # one legal action each
-    assert greedy_actions(dqn.online, obs, dqn.device, masked=True).tolist() == [1, 2]
     rng = np.random.default_rng(0)
-    picks = {epsilon_greedy_action(dqn.greedy, obs[0], 1.0, rng, 3, masked=True) for _ in range(50)}
+    actor = Actor(dqn.online, params=dqn.params, n_actions=3, action_mask=True, rng=rng)
+    assert actor.greedy(obs).tolist() == [1, 2]
+    picks = {
+        epsilon_greedy_action(actor.greedy, obs[0], 1.0, rng, 3, masked=True) for _ in range(50)
+    }
     assert picks == {1}
+    actor.epsilon = 1.0
+    assert {actor.select_action(obs[1])[0] for _ in range(50)} == {2}
     batch = Batch.from_numpy(
         {
             "obs": obs,
@@ -92,7 +99,7 @@ def test_dqn_masking_in_targets_acting_and_greedy():
         },
         "cpu",
     )
-    _, td = dqn.loss(batch)
+    _, td = dqn.loss(dqn.params, dqn.target_params, batch)
     with torch.no_grad():
         q_next = dqn.target(batch.next_obs)
         q = dqn.online(batch.obs)
@@ -109,5 +116,5 @@ def test_dqn_masking_in_targets_acting_and_greedy():
         },
         "cpu",
     )
-    loss, td = dqn.loss(term)
+    loss, td = dqn.loss(dqn.params, dqn.target_params, term)
     assert torch.isfinite(loss) and torch.isfinite(td).all()

@@ -1,11 +1,17 @@
 """The self-play opponent pool and its wiring into the processes runner."""
 
+import io
+
 import numpy as np
 import pytest
 import torch
 
 import shoal
-from shoal.games.selfplay import OpponentPool
+from shoal.agent.actor import Actor
+from shoal.agent.networks import QNetwork
+from shoal.envs.connect_four import random_player
+from shoal.games.selfplay import OpponentLoader, OpponentPool, SelfPlay, SelfPlayConfig
+from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 
@@ -57,6 +63,109 @@ def test_state_round_trip():
     assert again.win_rates() == pool.win_rates()
 
 
+# --- the plug-in ----------------------------------------------------------------------------
+
+
+def plugin(seed=0, **kw):
+    cfg = SelfPlayConfig(enabled=True, **{"snapshot_every": 1, "pool_size": 3, **kw})
+    return SelfPlay(cfg, snap(0), seed=seed, games=2)
+
+
+def published(sp):
+    got = sp.opponents.pull(-1)
+    return int(got.meta["opponent"]), got.state["w"].tolist()
+
+
+def test_plugin_snapshots_publishes_and_records(no_shm_leak):
+    sp = plugin(snapshot_every=2, random_fraction=0.0, sampling="latest")
+    try:
+        sp.on_publish(snap(7), 0)  # batch 0: no snapshot yet, the pool is empty
+        assert len(sp.pool) == 0 and published(sp) == (-1, [7.0, 7.0])
+        sp.on_publish(snap(1), 1)
+        assert len(sp.pool) == 0
+        sp.on_publish(snap(2), 2)  # every 2nd batch: a snapshot, played from now on
+        assert len(sp.pool) == 1 and published(sp) == (0, [2.0, 2.0])
+        sp.on_episode({"opponent": 0.0}, np.array([0.0, 1.0], np.float32))
+        sp.on_episode({"opponent": 0.0}, np.array([-1.0], np.float32))
+        sp.on_episode({"opponent": -1.0}, np.array([1.0], np.float32))  # the random player
+        sp.on_episode({}, np.array([1.0], np.float32))
+        assert sp.pool.win_rates() == {0: 0.5}
+    finally:
+        sp.close()
+        sp.close()  # safe twice
+
+
+def test_plugin_state_round_trip(no_shm_leak):
+    """A restored plug-in (pool, records, opponent-choice generator) makes the same
+    choices from then on as the one it was saved from, also through torch.save."""
+    a = plugin(seed=0, sampling="winrate", random_fraction=0.3)
+    b = plugin(seed=99, sampling="winrate", random_fraction=0.3)
+    try:
+        for batch in range(6):
+            a.on_publish(snap(batch), batch)
+            opponent, _ = published(a)
+            a.on_episode({"opponent": float(opponent)}, np.array([1.0 if batch % 2 else -1.0]))
+        buf = io.BytesIO()
+        torch.save(a.state_dict(), buf)
+        buf.seek(0)
+        b.load_state_dict(torch.load(buf, weights_only=False))
+        assert b.pool.win_rates() == a.pool.win_rates() and len(b.pool) == len(a.pool)
+        choices_a, choices_b = [], []
+        for batch in range(6, 30):
+            for sp, out in ((a, choices_a), (b, choices_b)):
+                sp.on_publish(snap(batch), batch)
+                out.append(published(sp))
+        assert choices_a == choices_b
+        assert len({c[0] for c in choices_a}) > 2  # several opponents, the random one too
+        assert any(c[0] == -1 for c in choices_a)
+    finally:
+        a.close()
+        b.close()
+
+
+class FakeEnv:
+    def __init__(self):
+        self.unwrapped = self
+        self.opponent = None
+        self.sets = 0
+
+    def set_opponent(self, opponent):
+        self.opponent = opponent
+        self.sets += 1
+
+
+def test_opponent_loader_plays_the_published_snapshot(no_shm_leak):
+    torch.manual_seed(0)
+    net = QNetwork(2 + 3, 3, hidden=[8], dueling=False).requires_grad_(False)
+    actor = Actor(net, n_actions=3, action_mask=True, rng=np.random.default_rng(0))
+    template = {k: v.clone() for k, v in net.state_dict().items()}
+    cfg = SelfPlayConfig(enabled=True, snapshot_every=1, random_fraction=0.0, sampling="latest")
+    sp = SelfPlay(cfg, template, seed=0)
+    try:
+        loader = sp.worker_part()
+        assert isinstance(loader, OpponentLoader)
+        env = FakeEnv()
+        sp.on_publish(template, 0)  # empty pool: the random player
+        assert loader.before_episode(env, actor) == {"opponent": -1.0}
+        assert env.opponent is random_player
+        # a snapshot whose greedy action (always the last legal column) the actor's own
+        # weights would not pick
+        snapshot = {k: torch.zeros_like(v) for k, v in template.items()}
+        snapshot["head.bias"] = torch.tensor([0.0, 1.0, 2.0])
+        sp.on_publish(snapshot, 1)
+        assert loader.before_episode(env, actor) == {"opponent": 0.0}
+        assert env.sets == 2
+        rng = np.random.default_rng(0)
+        obs = np.array([0.3, -0.2, 1.0, 1.0, 1.0], np.float32)
+        assert env.opponent(obs, rng) == 2
+        obs[-1] = 0.0  # column 2 full: the next best legal one
+        assert env.opponent(obs, rng) == 1
+        assert loader.before_episode(env, actor) == {"opponent": 0.0}
+        assert env.sets == 2  # nothing newer: the env keeps its opponent
+    finally:
+        sp.close()
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="size"):
         OpponentPool(size=0)
@@ -83,7 +192,13 @@ def test_selfplay_run_on_connect_four(tmp_path):
         run_dir=tmp_path / "run",
     )
     assert result.updates > 0
-    evals = [r for r in read_metrics(RunDir(tmp_path / "run").metrics) if r["kind"] == "eval"]
+    run = RunDir(tmp_path / "run")
+    latest = load_checkpoint(run.checkpoint)
+    (saved,) = latest["plugins"]  # the plug-in's pool and generator go into checkpoints
+    assert saved["pool"]["next_id"] >= 1 and "rng" in saved
+    assert set(latest["learner"]) >= {"online", "target", "optimizer", "updates"}
+    assert set(load_checkpoint(run.best)["learner"]["online"]) == set(latest["learner"]["online"])
+    evals = [r for r in read_metrics(run.metrics) if r["kind"] == "eval"]
     assert evals and float(evals[-1]["pool_size"]) >= 1
     for key in (
         "win_random_first",
