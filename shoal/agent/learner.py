@@ -112,7 +112,9 @@ class Learner:
         Returns the gradient norm before clipping.
         """
         for p, g in zip(self._param_list, grads):
-            p.grad = g
+            # Fused Adam reads gradients in memory order: a non-contiguous one (conv weights
+            # from autograd.grad, or vmap's transposed layout) would update the wrong entries.
+            p.grad = g.contiguous()
         norm = torch.nn.utils.clip_grad_norm_(self._param_list, self.cfg.max_grad_norm)
         self.optimizer.step()
         for p in self._param_list:

@@ -411,13 +411,6 @@ def test_board_encoder_network_learns_through_the_same_interface():
         torch.testing.assert_close(dqn.online(x), dqn.online.apply_params(dqn.params, x))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: conv weight gradients come back from autograd with non-contiguous "
-    "strides, and torch's fused CPU Adam (make_adam) reads a gradient in memory order, so "
-    "Learner.apply scrambles the conv updates; fix: p.grad = g.contiguous() in apply "
-    "(then remove this marker)",
-)
 def test_board_network_step_equals_plain_adam():
     """The learner's (fused) Adam step equals torch's plain Adam on every parameter, the
     board encoder's convolutions included."""
