@@ -177,7 +177,9 @@ def test_sigkill_of_the_learner_then_resume_and_eval(tmp_path):
     """kill -9 of the learner after its first checkpoint: its workers exit by themselves,
     --resume finishes the run, and `shoal eval` of it reaches 475."""
     run_dir = tmp_path / "r"
+    # an early first checkpoint: the run is still going (workers alive) when it is killed
     args = ["--runner", "processes", "--workers", "2", "--no-progress"]
+    args += ["--set", "run.checkpoint_every=1000"]
     cmd = [sys.executable, "-m", "shoal.cli", "train", "cartpole", *args, "--run-dir", str(run_dir)]
     learner = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt = RunDir(run_dir).checkpoint
