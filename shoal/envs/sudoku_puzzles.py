@@ -271,92 +271,65 @@ def _search(
     blank with the fewest candidates (so forced cells go first and dead ends show at once).
     With ``rng`` the candidate digits are tried in random order (to build random grids).
     """
-    b = SIZES[n]
-    full = (1 << n) - 1
-    rows, cols, boxes = [0] * n, [0] * n, [0] * n
-    blanks: list[tuple[int, int, int, int]] = []
-    for i, v in enumerate(grid):
-        r, c = divmod(i, n)
-        k = (r // b) * b + c // b
-        if v:
-            bit = 1 << (v - 1)
-            if (rows[r] | cols[c] | boxes[k]) & bit:
-                return 0, None  # givens already conflict
-            rows[r] |= bit
-            cols[c] |= bit
-            boxes[k] |= bit
-        else:
-            blanks.append((i, r, c, k))
-    work = list(grid)
-    first: list[list[int]] = []
-    count = 0
-    popcount = _POPCOUNT
+    search = _Search(grid, n, limit, rng)
+    if search.conflict:
+        return 0, None  # givens already conflict
+    search.fill(0)
+    return search.count, (search.first[0] if search.first else None)
 
-    def fill(depth: int) -> bool:
+
+class _Search:
+    """The state of one :func:`_search`: unit bitmasks, the blanks left, solutions found."""
+
+    def __init__(
+        self, grid: list[int], n: int, limit: int, rng: np.random.Generator | None
+    ) -> None:
+        b = SIZES[n]
+        self.n, self.limit, self.rng = n, limit, rng
+        self.full = (1 << n) - 1
+        self.rows, self.cols, self.boxes = [0] * n, [0] * n, [0] * n
+        self.blanks: list[tuple[int, int, int, int]] = []
+        self.conflict = False
+        for i, v in enumerate(grid):
+            r, c = divmod(i, n)
+            k = (r // b) * b + c // b
+            if not v:
+                self.blanks.append((i, r, c, k))
+                continue
+            bit = 1 << (v - 1)
+            if (self.rows[r] | self.cols[c] | self.boxes[k]) & bit:
+                self.conflict = True
+            self.rows[r] |= bit
+            self.cols[c] |= bit
+            self.boxes[k] |= bit
+        self.work = list(grid)
+        self.first: list[list[int]] = []
+        self.count = 0
+
+    def fill(self, depth: int) -> bool:
         """Fill ``blanks[depth:]``; True when ``limit`` solutions are found (stop)."""
-        nonlocal count
+        blanks = self.blanks
         if depth == len(blanks):
-            count += 1
-            if not first:
-                first.append(list(work))
-            return count >= limit
-        # Most-constrained blank first (a forced cell ends the scan early).
-        best, best_free, best_pop = depth, 0, n + 1
-        frees = []
-        for j in range(depth, len(blanks)):
-            _, r, c, k = blanks[j]
-            free = full & ~(rows[r] | cols[c] | boxes[k])
-            p = popcount[free]
-            if p < best_pop:
-                best, best_free, best_pop = j, free, p
-                if p <= 1:
-                    break
-            frees.append(free)
-        if best_pop == 0:
+            self.count += 1
+            if not self.first:
+                self.first.append(list(self.work))
+            return self.count >= self.limit
+        best, best_free = self._choose(depth)
+        if best < 0:
             return False
-        if best_pop > 1:
-            # No cell is forced: look for a digit that fits in only one cell of some row,
-            # column or box (forced too), or in none (dead end). This cuts the search on
-            # hard puzzles by orders of magnitude for the price of one more pass.
-            once, twice = [0] * (3 * n), [0] * (3 * n)
-            for j in range(depth, len(blanks)):
-                f = frees[j - depth]
-                _, r, c, k = blanks[j]
-                c += n
-                k += 2 * n
-                twice[r] |= once[r] & f
-                once[r] |= f
-                twice[c] |= once[c] & f
-                once[c] |= f
-                twice[k] |= once[k] & f
-                once[k] |= f
-            used = rows + cols + boxes
-            for u in range(3 * n):
-                if once[u] | used[u] != full:
-                    return False  # some missing digit fits nowhere in unit u
-                single = once[u] & ~twice[u]
-                if single:
-                    best_free = single & -single
-                    uu = u - n if u >= n else u
-                    uu = uu - n if u >= 2 * n else uu
-                    slot = (u // n) + 1  # 1: row, 2: col, 3: box in the blanks tuple
-                    for j in range(depth, len(blanks)):
-                        if blanks[j][slot] == uu and frees[j - depth] & best_free:
-                            best = j
-                            break
-                    break
         blanks[depth], blanks[best] = blanks[best], blanks[depth]
         i, r, c, k = blanks[depth]
-        digits = [d for d in range(n) if best_free >> d & 1]
-        if rng is not None and len(digits) > 1:
-            digits = [digits[j] for j in rng.permutation(len(digits))]
+        digits = [d for d in range(self.n) if best_free >> d & 1]
+        if self.rng is not None and len(digits) > 1:
+            digits = [digits[j] for j in self.rng.permutation(len(digits))]
+        rows, cols, boxes, work = self.rows, self.cols, self.boxes, self.work
         for d in digits:
             bit = 1 << d
             rows[r] |= bit
             cols[c] |= bit
             boxes[k] |= bit
             work[i] = d + 1
-            stop = fill(depth + 1)
+            stop = self.fill(depth + 1)
             rows[r] &= ~bit
             cols[c] &= ~bit
             boxes[k] &= ~bit
@@ -366,8 +339,53 @@ def _search(
         work[i] = 0
         return False
 
-    fill(0)
-    return count, (first[0] if first else None)
+    def _choose(self, depth: int) -> tuple[int, int]:
+        """The blank to fill next and its candidate digits: the most-constrained one (a
+        forced cell ends the scan early), else a hidden single. (-1, 0): a dead end."""
+        best, best_free, best_pop = depth, 0, self.n + 1
+        frees = []
+        for j in range(depth, len(self.blanks)):
+            _, r, c, k = self.blanks[j]
+            free = self.full & ~(self.rows[r] | self.cols[c] | self.boxes[k])
+            p = _POPCOUNT[free]
+            if p < best_pop:
+                best, best_free, best_pop = j, free, p
+                if p <= 1:
+                    break
+            frees.append(free)
+        if best_pop == 0:
+            return -1, 0
+        if best_pop > 1:
+            return self._hidden_single(depth, frees, best, best_free)
+        return best, best_free
+
+    def _hidden_single(
+        self, depth: int, frees: list[int], best: int, best_free: int
+    ) -> tuple[int, int]:
+        """No cell is forced: look for a digit that fits in only one cell of some row,
+        column or box (forced too), or in none (dead end: (-1, 0)). This cuts the search on
+        hard puzzles by orders of magnitude for the price of one more pass."""
+        n, blanks = self.n, self.blanks
+        once, twice = [0] * (3 * n), [0] * (3 * n)
+        for j in range(depth, len(blanks)):
+            f = frees[j - depth]
+            _, r, c, k = blanks[j]
+            for u in (r, c + n, k + 2 * n):
+                twice[u] |= once[u] & f
+                once[u] |= f
+        used = self.rows + self.cols + self.boxes
+        for u in range(3 * n):
+            if once[u] | used[u] != self.full:
+                return -1, 0  # some missing digit fits nowhere in unit u
+            single = once[u] & ~twice[u]
+            if single:
+                digit = single & -single
+                slot, unit = divmod(u, n)  # slot 0: row, 1: col, 2: box
+                for j in range(depth, len(blanks)):
+                    if blanks[j][slot + 1] == unit and frees[j - depth] & digit:
+                        return j, digit
+                return best, digit
+        return best, best_free
 
 
 def solve(board: np.ndarray | str, limit: int = 2) -> tuple[int, np.ndarray | None]:
