@@ -52,7 +52,30 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
+    _train_parser(sub)
+    _eval_parser(sub)
+    pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
+    pl.add_argument("run_dir", metavar="RUN_DIR")
+    _sudoku_parser(sub)
+    return parser
 
+
+def _add_run_arguments(p: argparse.ArgumentParser, example: str, metavar: str) -> None:
+    """--set, --out, --run-dir and --no-progress, shared by every training command."""
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar=metavar,
+        help=f"override a config key (repeatable), e.g. --set {example}",
+    )
+    p.add_argument("--out", help="parent directory of run directories")
+    p.add_argument("--run-dir", help="exact run directory to create (must not exist)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _train_parser(sub: argparse._SubParsersAction) -> None:
     train = sub.add_parser(
         "train",
         help="train a DQN agent (a preset, a TOML config, or any gymnasium env id)",
@@ -66,14 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     train.add_argument("config", nargs="?", help="preset name or TOML config file")
     train.add_argument("--env", metavar="ID", help="gymnasium env id (sets env.id)")
-    train.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config key (repeatable), e.g. --set dqn.lr=1e-3",
-    )
+    _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE")
     train.add_argument(
         "--runner",
         help=f"training scheme: {', '.join(runner_names())} (sets run.runner; see below)",
@@ -93,11 +109,10 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--steps", type=_positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
-    train.add_argument("--out", help="parent directory of run directories (sets run.out)")
-    train.add_argument("--run-dir", help="exact run directory to create (must not exist)")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
-    train.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
+
+def _eval_parser(sub: argparse._SubParsersAction) -> None:
     ev = sub.add_parser("eval", help="evaluate a run's best (or latest) checkpoint greedily")
     ev.add_argument("run_dir", metavar="RUN_DIR")
     ev.add_argument(
@@ -110,16 +125,25 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--episodes", type=_positive_int, default=20, help="episodes (default 20)")
     ev.add_argument("--seed", type=int, help="reset seed (default: run seed + 1)")
 
-    pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
-    pl.add_argument("run_dir", metavar="RUN_DIR")
-
-    _sudoku_parser(sub)
-    return parser
-
 
 def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
     sudoku = sub.add_parser("sudoku", help="tabular Q-learning on Sudoku with a shared Q-table")
     sub2 = sudoku.add_subparsers(dest="sudoku_command", required=True, metavar="COMMAND")
+    _sudoku_train_parser(sub2)
+    so = sub2.add_parser("solve", help="solve puzzles greedily with a learned table")
+    what = so.add_mutually_exclusive_group(required=True)
+    what.add_argument("puzzle", nargs="?", help="one puzzle as 81 (or 16) characters")
+    what.add_argument("--file", help="puzzle file, or a bundled set name")
+    so.add_argument(
+        "--table",
+        required=True,
+        metavar="RUN_DIR",
+        help="a `sudoku train` run directory (or a table .npz inside one)",
+    )
+    so.add_argument("--seed", type=int, default=0, help="tie-breaking seed (default 0)")
+
+
+def _sudoku_train_parser(sub2: argparse._SubParsersAction) -> None:
     tr = sub2.add_parser(
         "train",
         help="learn on many puzzles with worker processes sharing one Q-table",
@@ -162,29 +186,7 @@ def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--lock", help="global, striped or none (sets sudoku.lock)")
     tr.add_argument("--independent", action="store_true", help="one private table per worker")
     tr.add_argument("--seed", type=int, help="seed (sets sudoku.seed)")
-    tr.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a config key (repeatable), e.g. --set bonus=0.5 or sudoku.bonus=0.5",
-    )
-    tr.add_argument("--out", help="parent directory of run directories (sets sudoku.out)")
-    tr.add_argument("--run-dir", help="exact run directory to create (must not exist)")
-    tr.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-
-    so = sub2.add_parser("solve", help="solve puzzles greedily with a learned table")
-    what = so.add_mutually_exclusive_group(required=True)
-    what.add_argument("puzzle", nargs="?", help="one puzzle as 81 (or 16) characters")
-    what.add_argument("--file", help="puzzle file, or a bundled set name")
-    so.add_argument(
-        "--table",
-        required=True,
-        metavar="RUN_DIR",
-        help="a `sudoku train` run directory (or a table .npz inside one)",
-    )
-    so.add_argument("--seed", type=int, default=0, help="tie-breaking seed (default 0)")
+    _add_run_arguments(tr, "bonus=0.5 or sudoku.bonus=0.5", "KEY=VALUE")
 
 
 def _describe(obj: object) -> str:

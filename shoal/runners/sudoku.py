@@ -235,47 +235,10 @@ def train_sudoku(
     try:
         for p in procs:
             p.start()
-        done = episodes = 0
         with TrainProgress(len(puzzles), enabled=cfg.progress, description="sudoku") as bar:
-            while done < workers:
-                try:
-                    kind, a, b, c = reports.get(timeout=cfg.worker_timeout)
-                except queue_mod.Empty:
-                    raise ShoalError(
-                        f"no worker reported for {cfg.worker_timeout} s; stopping the run"
-                    ) from None
-                if kind == "error":
-                    raise ShoalError(f"sudoku worker {a} failed: {b}")
-                if kind == "done":
-                    done += 1
-                    continue
-                row = PuzzleRow(puzzle=a, worker=b, episodes=c, solved=c is not None)
-                rows[a] = row
-                played = c if row.solved else cfg.episodes_per_puzzle
-                episodes += played
-                metrics.log(
-                    "puzzle",
-                    episodes,
-                    wall_s=time.perf_counter() - t0,
-                    puzzle=row.puzzle,
-                    worker=row.worker,
-                    episodes=played,
-                    episodes_to_first_solve="" if c is None else c,
-                    solved=int(row.solved),
-                )
-                solved = sum(r.solved for r in rows.values())
-                bar.update(len(rows), solved=f"{solved}/{len(rows)}")
+            _gather(reports, workers, cfg, rows, metrics, bar, t0)
     finally:
-        # Stop the workers gracefully (each saves its private table, none is cut off while
-        # holding a table lock); kill only those that do not finish in time.
-        stop.set()
-        deadline = time.monotonic() + _STOP_GRACE_S
-        for p in procs:
-            p.join(timeout=max(deadline - time.monotonic(), 0.1))
-        killed = [p for p in procs if p.is_alive()]
-        for p in killed:
-            p.kill()
-            p.join()
+        killed = _stop_workers(procs, stop)
         # Whatever was learned and recorded so far is kept, also after Ctrl-C or a failure.
         metrics.close()
         size = 0
@@ -292,6 +255,62 @@ def train_sudoku(
         wall_seconds=time.perf_counter() - t0,
         table_size=size,
     )
+
+
+def _gather(
+    reports: Any,
+    workers: int,
+    cfg: SudokuConfig,
+    rows: dict[int, PuzzleRow],
+    metrics: MetricsWriter,
+    bar: TrainProgress,
+    t0: float,
+) -> None:
+    """Read the workers' reports until all are done: one metrics row per puzzle; a
+    worker's error or a silence of ``worker_timeout`` stops the run."""
+    done = episodes = 0
+    while done < workers:
+        try:
+            kind, a, b, c = reports.get(timeout=cfg.worker_timeout)
+        except queue_mod.Empty:
+            raise ShoalError(
+                f"no worker reported for {cfg.worker_timeout} s; stopping the run"
+            ) from None
+        if kind == "error":
+            raise ShoalError(f"sudoku worker {a} failed: {b}")
+        if kind == "done":
+            done += 1
+            continue
+        row = PuzzleRow(puzzle=a, worker=b, episodes=c, solved=c is not None)
+        rows[a] = row
+        played = c if row.solved else cfg.episodes_per_puzzle
+        episodes += played
+        metrics.log(
+            "puzzle",
+            episodes,
+            wall_s=time.perf_counter() - t0,
+            puzzle=row.puzzle,
+            worker=row.worker,
+            episodes=played,
+            episodes_to_first_solve="" if c is None else c,
+            solved=int(row.solved),
+        )
+        solved = sum(r.solved for r in rows.values())
+        bar.update(len(rows), solved=f"{solved}/{len(rows)}")
+
+
+def _stop_workers(procs: list[Any], stop: Any) -> list[Any]:
+    """Stop the workers gracefully (each saves its private table, none is cut off while
+    holding a table lock); kill only those that do not finish in time. Returns those."""
+    stop.set()
+    deadline = time.monotonic() + _STOP_GRACE_S
+    for p in procs:
+        p.join(timeout=max(deadline - time.monotonic(), 0.1))
+    killed = [p for p in procs if p.is_alive()]
+    for p in killed:
+        p.kill()
+        p.join()
+    return killed
 
 
 def _table_path(run_dir: str | Path, worker: int | None = None) -> Path:
