@@ -8,9 +8,10 @@ Measured side by side in one run, alternating so that both see the same machine 
   figure is mostly start-up), writes metrics, a checkpoint and the curve, and exits.
 
 Each is run ``--repeats`` times (default 7) as a fresh subprocess; the medians, their ratio
-(target: at most 1.8x) and the machine are printed. It is a benchmark, not a test: it exits
-0 whatever the ratio. ``--importtime`` also prints the slowest top-level imports of (b),
-from ``python -X importtime``.
+(target: at most 1.8x), the machine (cores) and its load average are printed. Other work on
+the machine slows both, but not by the same factor: compare figures taken at a low load.
+It is a benchmark, not a test: it exits 0 whatever the ratio. ``--importtime`` also prints
+where (b)'s import time goes, per top-level package, from ``python -X importtime``.
 
 Usage:
     python benchmarks/startup.py [--repeats 7] [--importtime]
@@ -99,7 +100,8 @@ def main() -> int:
 
     t, s = statistics.median(torch_s), statistics.median(shoal_s)
     py = platform.python_version()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {py}")
+    load = "/".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {py}, load {load}")
     print(f"runs: {args.repeats} of each, alternating; medians (min-max)")
     print(f"(a) import torch          : {t:6.2f} s  ({min(torch_s):.2f}-{max(torch_s):.2f})")
     print(f"(b) shoal train 500 steps : {s:6.2f} s  ({min(shoal_s):.2f}-{max(shoal_s):.2f})")
