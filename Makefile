@@ -32,6 +32,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/gil_overlap.py
 	$(PY) benchmarks/rollout_scaling.py
 	$(PY) benchmarks/connect4_selfplay.py
+	$(PY) benchmarks/startup.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
