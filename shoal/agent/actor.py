@@ -108,9 +108,16 @@ class Actor:
         self.version, self.params, self.meta = got.version, got.state, dict(got.meta)
         return True
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether the network carries a state from step to step."""
+        return bool(getattr(self.network, "recurrent", False))
+
     def initial_state(self) -> Any:
         """The recurrent state at an episode's start (None: feed-forward)."""
-        return None
+        if not self.recurrent:
+            return None
+        return self.network.initial_state(1)
 
     @torch.inference_mode()
     def greedy(self, obs: np.ndarray) -> np.ndarray:
@@ -123,8 +130,23 @@ class Actor:
         return q.argmax(dim=1).cpu().numpy()
 
     def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
-        """An epsilon-greedy action for one observation, and the next recurrent state."""
+        """An epsilon-greedy action for one observation, and the next recurrent state
+        (``None`` in, at an episode's start, means :meth:`initial_state`). A recurrent
+        network steps its memory on every observation, random actions included."""
+        if not self.recurrent:
+            action = epsilon_greedy_action(
+                self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
+            )
+            return action, state
+        if state is None:
+            state = self.initial_state()
+        with torch.inference_mode():
+            x = torch.as_tensor(obs[None], dtype=torch.float32, device=self.device)
+            q, state = self.network.apply_params(self.params, x, state)
+            if self.action_mask:
+                q = mask_illegal(q, x)
+            best = q.argmax(dim=1).cpu().numpy()
         action = epsilon_greedy_action(
-            self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
+            lambda _: best, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
         )
         return action, state

@@ -20,7 +20,7 @@ from torch import nn
 if TYPE_CHECKING:
     from shoal.config import DQNConfig
 
-__all__ = ["BoardEncoder", "Params", "QNetwork", "make_q_network"]
+__all__ = ["BoardEncoder", "Params", "QNetwork", "RecurrentQNetwork", "make_q_network"]
 
 Params = Mapping[str, torch.Tensor]
 """Parameters by their ``state_dict`` names (``torso.0.weight``, ...)."""
@@ -149,3 +149,64 @@ def make_q_network(cfg: DQNConfig, obs_dim: int, n_actions: int) -> QNetwork:
         board=cfg.board,
         conv=cfg.conv,
     )
+
+
+class RecurrentQNetwork(nn.Module):
+    """An MLP encoder, a GRU cell carrying memory across steps, and a linear Q head.
+
+    ``apply_params(params, obs, state) -> (q, next_state)``: a pure function, as for
+    :class:`QNetwork`, with the recurrent state passed in and returned (never kept in the
+    module), so actors carry it per episode and a learner can unroll stored sequences. The
+    GRU cell is :class:`torch.nn.GRUCell`'s, written over explicit parameters.
+
+    Example:
+        >>> net = RecurrentQNetwork(4, 2, hidden=[16], state_dim=8)
+        >>> h = net.initial_state(3)
+        >>> q, h = net(torch.zeros(3, 4), h)
+        >>> q.shape, h.shape
+        (torch.Size([3, 2]), torch.Size([3, 8]))
+    """
+
+    recurrent = True
+    """Actors pass a state through :meth:`apply_params`."""
+
+    def __init__(
+        self, obs_dim: int, n_actions: int, *, hidden: Sequence[int], state_dim: int
+    ) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        width = obs_dim
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        self.torso = nn.Sequential(*layers)
+        self.gru = nn.GRUCell(width, state_dim)
+        self.head = nn.Linear(state_dim, n_actions)
+        self.n_actions = n_actions
+        self.state_dim = state_dim
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        """Zero memory for ``batch`` episodes starting."""
+        return torch.zeros(batch, self.state_dim, device=self.head.weight.device)
+
+    def apply_params(
+        self, params: Params, obs: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q-values ``(batch, n_actions)`` and the next state ``(batch, state_dim)``."""
+        x = obs
+        for i, layer in enumerate(self.torso):
+            if isinstance(layer, nn.Linear):
+                x = F.relu(F.linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]))
+        gi = F.linear(x, params["gru.weight_ih"], params["gru.bias_ih"])
+        gh = F.linear(state, params["gru.weight_hh"], params["gru.bias_hh"])
+        i_r, i_z, i_n = gi.chunk(3, dim=-1)
+        h_r, h_z, h_n = gh.chunk(3, dim=-1)
+        r = torch.sigmoid(i_r + h_r)
+        z = torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        nxt = (1 - z) * n + z * state
+        return F.linear(nxt, params["head.weight"], params["head.bias"]), nxt
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Q-values and the next state under the module's own parameters."""
+        return self.apply_params(dict(self.named_parameters()), obs, state)
