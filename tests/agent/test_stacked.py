@@ -13,7 +13,7 @@ is a pure function of explicit parameters, K agents can be trained as one progra
   ``torch.nn.utils.clip_grad_norm_`` does to one learner),
 * ONE Adam over the stacked tensors (Adam is elementwise, so this is K Adams; the same
   :func:`~shoal.agent.learner.make_adam` as the learners', fused where torch has it, fed
-  contiguous gradients: see :meth:`StackedDQN.step`),
+  contiguous gradients: see :meth:`~shoal.agent.stacked.StackedLearner.apply`),
 * hard target copies at the same period,
 
 and the result equals K separate :class:`~shoal.agent.learner.DQN` learners, each stepping
@@ -23,17 +23,15 @@ on its own batches. Everything is float32.
 import numpy as np
 import pytest
 import torch
-from torch.func import stack_module_state, vmap
 
-from shoal.agent.learner import DQN, make_adam
-from shoal.agent.losses import Batch, DQNLoss
-from shoal.agent.networks import QNetwork
+from shoal.agent.learner import DQN
+from shoal.agent.losses import Batch
+from shoal.agent.stacked import StackedActor, StackedLearner, stack_batches
 from shoal.config import DQNConfig
 
 K = 4
 OBS_DIM, N_ACTIONS, BATCH = 4, 3, 32
 UPDATES = 50
-FIELDS = ("obs", "action", "reward", "next_obs", "discount", "weights")
 
 
 def make_batches(rng):
@@ -51,56 +49,6 @@ def make_batches(rng):
             }
         )
     return out
-
-
-class StackedDQN:
-    """K DQN agents as stacked tensors: the candidate design, written out in full."""
-
-    def __init__(self, learners, cfg):
-        self.cfg = cfg
-        self.params, _ = stack_module_state([d.online for d in learners])
-        self.target_params, _ = stack_module_state([d.target for d in learners])
-        self.target_params = {k: v.detach() for k, v in self.target_params.items()}
-        # The loss reads only apply_params; a network on the meta device has no weights
-        # at all, so nothing but the stacked parameters can enter the result.
-        template = QNetwork(OBS_DIM, N_ACTIONS, hidden=cfg.hidden, dueling=cfg.dueling)
-        self.loss = DQNLoss(
-            template.to("meta"),
-            double=cfg.double,
-            huber_delta=cfg.huber_delta,
-            action_mask=cfg.action_mask,
-        )
-        self.optimizer = make_adam(list(self.params.values()), cfg)
-        self.updates = 0
-
-    def _one(self, params, target_params, *fields):
-        return self.loss(params, target_params, Batch(*fields))
-
-    def step(self, batches):
-        """One update of all K agents on their own batches; returns the (K,) losses, the
-        (K, B) TD errors and the (K,) gradient norms before clipping."""
-        fields = [torch.stack([getattr(b, f) for b in batches]) for f in FIELDS]
-        losses, td = vmap(self._one)(self.params, self.target_params, *fields)
-        plist = list(self.params.values())
-        grads = torch.autograd.grad(losses.sum(), plist)
-        # Per-agent global norm, as clip_grad_norm_ computes it for one learner.
-        per_tensor = torch.stack([g.reshape(K, -1).norm(dim=1) for g in grads], dim=1)
-        norms = per_tensor.norm(dim=1)  # (K,)
-        coef = (self.cfg.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
-        for p, g in zip(plist, grads):
-            # contiguous: vmap returns Linear weight gradients with transposed strides,
-            # and torch's fused CPU Adam reads a gradient in memory order, not by index
-            # (torch 2.13), which silently scrambles the update.
-            p.grad = (g * coef.view(K, *[1] * (g.dim() - 1))).contiguous()
-        self.optimizer.step()
-        for p in plist:
-            p.grad = None
-        self.updates += 1
-        if self.updates % self.cfg.target_period == 0:
-            with torch.no_grad():
-                for name, t in self.target_params.items():
-                    t.copy_(self.params[name])
-        return losses.detach(), td, norms
 
 
 @pytest.fixture
@@ -129,7 +77,7 @@ def test_stacked_training_equals_separate_learners(one_thread):
         learners.append(DQN(OBS_DIM, N_ACTIONS, cfg, device="cpu"))
     initial = [d.params["torso.0.weight"].detach().clone() for d in learners]
     assert all(not torch.equal(initial[0], w) for w in initial[1:])  # K different agents
-    stacked = StackedDQN(learners, cfg)
+    stacked = StackedLearner(learners)
 
     rng = np.random.default_rng(0)
     clipped = unclipped = 0
@@ -137,11 +85,13 @@ def test_stacked_training_equals_separate_learners(one_thread):
     for _ in range(UPDATES):
         batches = [Batch.from_numpy(b, "cpu") for b in make_batches(rng)]
         infos = [d.step(b) for d, b in zip(learners, batches)]
-        losses, td, norms = stacked.step(batches)
+        grads, info = stacked.gradients(stack_batches(batches))
+        norms = stacked.apply(grads)
         td_diff = max(
-            td_diff, max(float(np.abs(i.td_errors - t.numpy()).max()) for i, t in zip(infos, td))
+            td_diff,
+            max(float(np.abs(i.td_errors - t).max()) for i, t in zip(infos, info.td_errors)),
         )
-        loss_diff = max(loss_diff, max(abs(i.loss - float(v)) for i, v in zip(infos, losses)))
+        loss_diff = max(loss_diff, max(abs(i.loss - float(v)) for i, v in zip(infos, info.loss)))
         clipped += int((norms > cfg.max_grad_norm).sum())
         unclipped += int((norms <= cfg.max_grad_norm).sum())
     # The run exercised both sides of per-agent clipping and several target copies.
@@ -167,3 +117,70 @@ def test_stacked_training_equals_separate_learners(one_thread):
     # every agent moved from its start: the comparison is not trivially satisfied
     for k in range(K):
         assert float((stacked.params["torso.0.weight"][k].detach() - initial[k]).abs().max()) > 1e-2
+
+
+@pytest.mark.timeout(120)
+def test_one_agent_of_k_equals_that_agent_trained_alone_and_state_round_trips(one_thread):
+    """Agent 2 of 4, trained stacked for 100 updates, is exactly a plain DQN trained alone
+    on agent 2's batches: weights, target and Adam state (as a learner's state dict)."""
+    cfg = DQNConfig(hidden=[16], lr=3e-3, max_grad_norm=1.0, target_period=7)
+    learners = []
+    for seed in range(K):
+        torch.manual_seed(seed)
+        learners.append(DQN(OBS_DIM, N_ACTIONS, cfg, device="cpu"))
+    torch.manual_seed(2)
+    alone = DQN(OBS_DIM, N_ACTIONS, cfg, device="cpu")
+    stacked = StackedLearner(learners)
+    rng = np.random.default_rng(1)
+    for _ in range(100):
+        batches = [Batch.from_numpy(b, "cpu") for b in make_batches(rng)]
+        stacked.step(stack_batches(batches))
+        alone.step(batches[2])
+    mine, theirs = stacked.agent_state_dict(2), alone.state_dict()
+    for part in ("online", "target"):
+        for name, v in theirs[part].items():
+            assert float((mine[part][name] - v).abs().max()) <= 1e-6, (part, name)
+    for i, s in theirs["optimizer"]["state"].items():
+        for key in ("exp_avg", "exp_avg_sq", "step"):
+            assert float((mine["optimizer"]["state"][i][key] - s[key]).abs().max()) <= 1e-6
+    # a learner loads agent 2's state and carries on exactly as the stack does
+    clone = DQN(OBS_DIM, N_ACTIONS, cfg, device="cpu")
+    clone.load_state_dict(mine)
+    again = StackedLearner(learners)
+    again.load_state_dict(stacked.state_dict())
+    batches = [Batch.from_numpy(b, "cpu") for b in make_batches(rng)]
+    again.step(stack_batches(batches))
+    clone.step(batches[2])
+    for name, p in clone.params.items():
+        assert float((again.params[name][2] - p).detach().abs().max()) <= 1e-6
+
+
+def test_batched_and_per_agent_acting_choose_identical_actions():
+    cfg = DQNConfig(hidden=[16])
+    learners = []
+    for seed in range(K):
+        torch.manual_seed(seed)
+        learners.append(DQN(OBS_DIM, N_ACTIONS, cfg, device="cpu"))
+    stacked = StackedLearner(learners)
+    actors = [
+        StackedActor(
+            stacked.loss.network,
+            stacked.weights(),
+            n_actions=N_ACTIONS,
+            rngs=[np.random.default_rng(100 + k) for k in range(K)],
+            batched=batched,
+        )
+        for batched in (True, False)
+    ]
+    rng = np.random.default_rng(0)
+    for step in range(200):  # an epoch of 200 turns, epsilon decaying
+        obs = rng.normal(size=(K, OBS_DIM)).astype(np.float32)
+        eps = max(0.05, 1 - step / 100)
+        a, b = (actor.select_actions(obs, eps) for actor in actors)
+        assert a.tolist() == b.tolist()
+    # greedy actions are each agent's own network's choice
+    obs = rng.normal(size=(K, OBS_DIM)).astype(np.float32)
+    for k, learner in enumerate(learners):
+        with torch.no_grad():
+            expected = int(learner.online(torch.as_tensor(obs[k : k + 1])).argmax())
+        assert actors[0].greedy(obs)[k] == expected
