@@ -35,7 +35,7 @@ from shoal.agent.builder import build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
 from shoal.config import load_config
-from shoal.envs import make_env, probe_env
+from shoal.envs import probe_env
 from shoal.run.directory import RunDir
 from shoal.run.loop import RunLoop
 from shoal.runners.serial import SerialRunner
@@ -135,16 +135,14 @@ def end_to_end(runner: str, steps: int, cost: str, k: int = 1) -> tuple[float, f
     run = RunDir.create(tempfile.mkdtemp(), "bench")
     cls = TimedSerial if runner == "serial" else ThreadsRunner
     r = cls(cfg)
-    eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
     try:  # as shoal.train drives a runner
-        loop = RunLoop(r, run, eval_envs)
+        loop = RunLoop(r, run)
         t0 = time.perf_counter()
         result = loop.run()
         wall = time.perf_counter() - t0
     finally:
         r.stop()
-        for env in eval_envs:
-            env.close()
+        r.close()
     learn = r.learn_seconds if runner == "serial" else float("nan")
     return wall, learn, result.updates
 

@@ -29,19 +29,15 @@ CHECKPOINTS = ("best", "latest")
 
 def _run(cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> TrainResult:
     """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`."""
-    from shoal.envs import make_env
     from shoal.run.loop import RunLoop
     from shoal.runners import runner_class
 
     runner = runner_class(cfg.run.runner)(cfg)
-    eval_envs = [make_env(cfg.env) for _ in range(min(cfg.run.eval_episodes, 32))]
     try:
-        loop = RunLoop(runner, run, eval_envs, resume=resume, title=_title(cfg))
-        return loop.run()
+        return RunLoop(runner, run, resume=resume, title=_title(cfg)).run()
     finally:
         runner.stop()
-        for env in eval_envs:
-            env.close()
+        runner.close()
 
 
 def _title(cfg: Config) -> str:

@@ -28,7 +28,6 @@ from typing import Any, Protocol
 
 from shoal.run.checkpoint import save_checkpoint
 from shoal.run.directory import RunDir
-from shoal.run.evaluation import evaluate
 from shoal.run.metrics import MetricsWriter
 from shoal.run.progress import TrainProgress
 
@@ -81,7 +80,7 @@ class _Runner(Protocol):  # the part of runners.base.Runner the loop uses
     def finish(self) -> None: ...
     def interrupt(self) -> None: ...
     def stop(self) -> None: ...
-    def eval_actor(self) -> Any: ...
+    def evaluate(self) -> tuple[Any, Any]: ...
     def eval_metrics(self) -> dict[str, float]: ...
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]: ...
     def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]: ...
@@ -97,7 +96,6 @@ class RunLoop:
         runner: the runner (it was built from the same config).
         run: the run directory.
         resume: a checkpoint to continue from (``latest.pt``'s contents), or None.
-        eval_envs: the envs greedy evaluations play on, side by side.
         title: the curve's title.
     """
 
@@ -105,7 +103,6 @@ class RunLoop:
         self,
         runner: _Runner,
         run: RunDir,
-        eval_envs: Sequence[Any],
         *,
         resume: dict[str, Any] | None = None,
         title: str = "",
@@ -113,7 +110,6 @@ class RunLoop:
         self.runner = runner
         self.cfg = runner.cfg
         self.run_dir = run
-        self.eval_envs = eval_envs
         self.title = title
         r = self.cfg.run
         self.c: dict[str, Any] = {
@@ -158,8 +154,7 @@ class RunLoop:
     def evaluate(self, metrics: MetricsWriter) -> float:
         """Play greedy episodes, log the eval row, keep ``best.pt``; returns the mean."""
         c, r = self.c, self.cfg.run
-        actor = self.runner.eval_actor()
-        returns = evaluate(actor.greedy, self.eval_envs, r.eval_episodes, r.seed)
+        returns, weights = self.runner.evaluate()
         # Read the clock after the evaluation: time-to-solve includes the evaluation that
         # showed it.
         wall = self.wall()
@@ -176,7 +171,7 @@ class RunLoop:
         )
         if c["best_eval"] is None or mean > c["best_eval"]:
             c["best_eval"] = mean
-            weights = {k: v.detach().cpu().clone() for k, v in actor.params.items()}
+            weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
             save_checkpoint(
                 self.run_dir.best,
                 {**self._state_head(), "learner": {"online": weights}, "eval_mean": mean},

@@ -13,11 +13,13 @@ import contextlib
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from shoal.agent.builder import build_actor, build_epsilon, build_learner, build_replay
 from shoal.config import Config
-from shoal.envs import probe_env
+from shoal.envs import make_env, probe_env
+from shoal.run.evaluation import evaluate
 from shoal.run.loop import Collected
 
 __all__ = ["Collected", "Runner"]
@@ -45,6 +47,7 @@ class Runner:
         """Exploration epsilon as a function of env steps."""
         self.loss = float("nan")
         """The latest training loss (NaN before the first update)."""
+        self._eval_envs: list[Any] | None = None
 
     @property
     def updates(self) -> int:
@@ -73,8 +76,6 @@ class Runner:
 
     def learner_actor(self) -> Any:
         """An actor on the learner's own live weights (evaluation in serial runs)."""
-        import numpy as np
-
         return build_actor(
             self.cfg,
             self.spec,
@@ -118,6 +119,22 @@ class Runner:
     def eval_actor(self) -> Any:
         """The actor whose greedy policy evaluations play (its ``params`` become best.pt)."""
         return self.learner_actor()
+
+    def evaluate(self) -> tuple[np.ndarray, Any]:
+        """Greedy returns of ``run.eval_episodes`` episodes on the runner's own evaluation
+        envs (made on first use), and the weights that played them (for ``best.pt``). A
+        runner whose agents or envs differ (several agents, say) overrides this."""
+        r = self.cfg.run
+        if self._eval_envs is None:
+            self._eval_envs = [make_env(self.cfg.env) for _ in range(min(r.eval_episodes, 32))]
+        actor = self.eval_actor()
+        return evaluate(actor.greedy, self._eval_envs, r.eval_episodes, r.seed), actor.params
+
+    def close(self) -> None:
+        """Release what outlives :meth:`stop` (the evaluation envs); safe to call twice."""
+        for env in self._eval_envs or ():
+            env.close()
+        self._eval_envs = None
 
     def eval_metrics(self) -> dict[str, float]:
         """Extra columns of each eval row."""

@@ -16,7 +16,6 @@ import torch
 
 import shoal
 from shoal.config import load_config
-from shoal.envs import make_env
 from shoal.run.directory import RunDir
 from shoal.run.loop import RunLoop
 from shoal.run.metrics import read_metrics
@@ -33,13 +32,12 @@ def make_runner(tmp_path, tiny, **extra):
 
 def run(runner, tmp_path):
     """Drive ``runner`` through the run loop, as ``shoal.train`` does."""
-    loop = RunLoop(
-        runner, RunDir.create(tmp_path, "p", tmp_path / "run"), [make_env(runner.cfg.env)]
-    )
+    loop = RunLoop(runner, RunDir.create(tmp_path, "p", tmp_path / "run"))
     try:
         return loop.run()
     finally:
         runner.stop()
+        runner.close()
 
 
 def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
