@@ -1,0 +1,542 @@
+"""K independent DQN agents: stacked (one program over stacked weights) vs one at a time.
+
+Each agent has its own network, target network, Adam state and replay buffer; nothing is
+shared. The question is only how fast the arithmetic of K agents runs. Side by side in one
+run, for each K in ``--ks`` (default 8, 32, 128), on one network shape (obs 75 = a 5x5x3
+egocentric window, 5 actions, MLP ``--hidden`` 64 64, dueling, double DQN, batch 64):
+
+1. Action selection for all K agents, one turn (each agent one observation, greedy,
+   epsilon 0, the per-agent exploration draw included everywhere):
+   - batched: ``StackedActor(batched=True)``, one ``vmap``-ed forward;
+   - per-agent loop: ``StackedActor(batched=False)``, one forward per agent;
+   - plain: K separate ``DQN.online`` networks called one by one;
+   - reference: a hand-written batched-matmul forward (``torch.baddbmm``) on the same
+     stacked weights.
+   All four must pick the same actions (checked and printed).
+2. A training round: every agent one update on its own batch of ``--batch`` from its own
+   ``ReplayBuffer`` (uniform; no priority updates). Reported twice: the update alone
+   (batches already tensors, sampling excluded) and with sampling (K ``sample`` calls and
+   the conversion to tensors included). Stacked: ``StackedLearner.step`` on
+   ``stack_batches`` of the K batches (with sampling also via one ``np.stack`` per field
+   and a single ``Batch.from_numpy``); loop: K calls of ``DQN.step``. Two more rows for
+   the design: the stacked update with the batched-matmul loss of section 3, and the K
+   agents as K / ``--chunk`` StackedLearners of ``--chunk`` each (smaller working set).
+3. Stacking method: the loss and its gradients for all K agents as ``StackedLearner``
+   computes them (``torch.func.vmap`` over the pure ``DQNLoss``) vs a hand-written
+   batched-matmul MLP over the same stacked parameters (``baddbmm`` with weights
+   ``(K, out, in)`` read as ``(K, in, out)``), the same double-DQN Huber loss reusing
+   shoal's ``bootstrap_values`` and ``td_target``. Max difference of losses and
+   gradients is printed; the optimizer step (identical for both) is timed separately.
+4. The note's own options for the same round of K updates, sampling included, against
+   the plain loop: one Python thread per agent (a ``ThreadPoolExecutor`` of K threads,
+   each task one agent's sample + ``DQN.step``), and a ``multiprocessing`` pool (spawn,
+   2 processes = the cores) mapping ``train_step`` over the agents, each agent sent whole
+   (learner + its replay buffer) every round as the note proposes. Time only: what comes
+   back from a worker (weights through torch's shared memory, optimizer moments, update
+   counter, the buffer's generator) is not checked here (DESIGN.md: Pool.map trap). The
+   pool's start-up is reported separately and left out of the round time.
+
+Fairness: every side uses the same torch intra-op thread count (``--threads``, default 1),
+set in the main thread, in every thread the executor starts and in every pool worker
+(``torch.set_num_threads`` is per OS thread). The sides of each comparison are timed
+round-robin (A, B, C, A, B, C, ...) so that load from other work falls on all of them
+alike; each figure is the median of ``--reps`` samples, after a warm-up. The agents in the
+loop and in the stack start from the same weights (``StackedLearner`` copies them); both
+sides train as they are timed. The machine, the thread settings and the load average
+before and after are printed: timings on a shared machine move with its load.
+
+Usage:
+    python benchmarks/independent_agents.py [--ks 8 32 128] [--reps 15] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from shoal.agent.learner import DQN
+from shoal.agent.losses import Batch, bootstrap_values
+from shoal.agent.stacked import StackedActor, StackedLearner, StackedLossInfo, stack_batches
+from shoal.agent.targets import td_target
+from shoal.config import DQNConfig
+from shoal.replay import ReplayBuffer
+
+N_ACTIONS = 5
+FIELDS = [f.name for f in fields(Batch)]
+TARGETS = {  # (section, K): minimum speed-up the issue asks for
+    ("actions", 32): 8.0,
+    ("train", 32): 4.0,
+    ("train", 128): 6.0,
+}
+
+
+# --- timing -------------------------------------------------------------------------------
+def bench(fns: dict[str, Callable[[], object]], reps: int, sample_s: float = 0.02):
+    """Median seconds per call of each function, timed round-robin.
+
+    Each sample runs a function ``inner`` times in a row (enough calls for ~``sample_s``)
+    so that sub-millisecond calls are not dominated by the clock."""
+    inner = {}
+    for name, fn in fns.items():
+        fn()  # warm-up (first-call allocations, lazy thread / worker start)
+        t0 = time.perf_counter()
+        fn()
+        inner[name] = max(1, int(sample_s / max(time.perf_counter() - t0, 1e-9)))
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(reps):
+        for name, fn in fns.items():
+            n = inner[name]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            samples[name].append((time.perf_counter() - t0) / n)
+    return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def verdict(ratio: float, target: float) -> str:
+    return f"{'MET' if ratio >= target else 'MISSED'} ({ratio:.2f}x vs >= {target:g}x)"
+
+
+# --- agents and data ----------------------------------------------------------------------
+def random_transitions(rng: np.random.Generator, n: int, obs_dim: int) -> dict[str, np.ndarray]:
+    return {
+        "obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "action": rng.integers(N_ACTIONS, size=n),
+        "reward": rng.normal(size=n).astype(np.float32),
+        "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "discount": np.where(rng.random(n) < 0.1, 0.0, 0.99**3).astype(np.float32),
+    }
+
+
+def make_buffer(k: int, capacity: int, obs_dim: int) -> ReplayBuffer:
+    """Agent k's own buffer, filled with random transitions."""
+    buf = ReplayBuffer(capacity, (obs_dim,), seed=k)
+    data = random_transitions(np.random.default_rng(1000 + k), capacity, obs_dim)
+    buf.add_many([{name: v[i] for name, v in data.items()} for i in range(capacity)])
+    return buf
+
+
+class Setup:
+    """K fresh DQN agents, their buffers, the StackedLearner built from them, fixed batches."""
+
+    def __init__(self, k: int, cfg: DQNConfig, obs_dim: int, capacity: int, chunk: int) -> None:
+        self.k = k
+        torch.manual_seed(k)
+        self.dqns = [DQN(obs_dim, N_ACTIONS, cfg, device="cpu") for _ in range(k)]
+        self.stacked = StackedLearner(self.dqns)  # copies: the DQNs stay independent
+        self.buffers = [make_buffer(i, capacity, obs_dim) for i in range(k)]
+        self.batch_size = cfg.batch_size
+        self.batches = [Batch.from_numpy(b.sample(cfg.batch_size), "cpu") for b in self.buffers]
+        self.stacked_batch = stack_batches(self.batches)
+        # The same K agents as K / chunk smaller stacks (a working set that fits in cache).
+        self.chunks: list[tuple[StackedLearner, Batch]] = []
+        if chunk < k and k % chunk == 0:
+            for i in range(0, k, chunk):
+                part = StackedLearner(self.dqns[i : i + chunk])
+                self.chunks.append((part, stack_batches(self.batches[i : i + chunk])))
+
+
+# --- hand-written batched matmul (section 3, and the reference row of section 1) ----------
+def bmm_q(network: nn.Module, params, x: torch.Tensor) -> torch.Tensor:
+    """``QNetwork.apply_params`` for K agents at once: ``x`` is ``(K, N, obs_dim)``, each
+    weight ``(K, out, in)`` (the stacked layout), each bias ``(K, out)``; one ``baddbmm``
+    per layer. Covers the plain-MLP torso with a dueling or plain head."""
+
+    def linear(h: torch.Tensor, name: str) -> torch.Tensor:
+        w, b = params[f"{name}.weight"], params[f"{name}.bias"]
+        return torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+
+    h = x
+    for i, layer in enumerate(network.torso):
+        if isinstance(layer, nn.Linear):
+            h = F.relu(linear(h, f"torso.{i}"))
+        elif not isinstance(layer, nn.ReLU):
+            raise TypeError(f"bmm_q handles Linear/ReLU torsos only, got {layer}")
+    if not network.dueling:
+        return linear(h, "head")
+    adv = linear(h, "advantage")
+    return linear(h, "value") + adv - adv.mean(dim=-1, keepdim=True)
+
+
+def bmm_losses(stacked: StackedLearner, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-agent double-DQN losses ``(K,)`` and TD errors ``(K, B)``: ``DQNLoss`` written
+    over a leading agent axis (one forward over obs and next_obs, as DQNLoss does)."""
+    net, loss = stacked.loss.network, stacked.loss
+    b = batch.obs.shape[1]
+    q_all = bmm_q(net, stacked.params, torch.cat([batch.obs, batch.next_obs], dim=1))
+    with torch.no_grad():
+        q_next_target = bmm_q(net, stacked.target_params, batch.next_obs)
+        value = bootstrap_values(
+            q_all[:, b:].detach(),
+            q_next_target,
+            batch.next_obs,
+            double=loss.double,
+            action_mask=loss.action_mask,
+        )
+        target = td_target(batch.reward, batch.discount, value)
+    q_a = q_all[:, :b].gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
+    per_sample = F.huber_loss(q_a, target, reduction="none", delta=loss.huber_delta)
+    return (batch.weights * per_sample).mean(dim=1), (target - q_a).detach()
+
+
+def bmm_gradients(stacked: StackedLearner, batch: Batch):
+    """What ``StackedLearner.gradients`` returns, computed with ``bmm_losses``."""
+    losses, td = bmm_losses(stacked, batch)
+    grads = torch.autograd.grad(losses.sum(), stacked._param_list)
+    info = StackedLossInfo(losses.detach().cpu().numpy(), td.cpu().numpy())
+    return list(grads), info
+
+
+# --- 1. action selection ------------------------------------------------------------------
+def section_actions(s: Setup, reps: int, results: dict) -> None:
+    k, net = s.k, s.stacked.loss.network
+    params = s.stacked.weights()
+    obs = np.random.default_rng(7).normal(size=(k, net.torso[0].in_features))
+    obs = obs.astype(np.float32)
+    rngs = [[np.random.default_rng(i) for i in range(k)] for _ in range(4)]
+    batched = StackedActor(net, params, n_actions=N_ACTIONS, rngs=rngs[0], batched=True)
+    loop = StackedActor(net, params, n_actions=N_ACTIONS, rngs=rngs[1], batched=False)
+
+    def plain() -> np.ndarray:
+        actions = np.zeros(k, np.int64)
+        with torch.inference_mode():
+            for i, dqn in enumerate(s.dqns):
+                if rngs[2][i].random() < 0.0:  # the exploration draw, as an Actor makes it
+                    actions[i] = rngs[2][i].integers(N_ACTIONS)
+                else:
+                    q = dqn.online(torch.as_tensor(obs[i]).unsqueeze(0))
+                    actions[i] = int(q.argmax())
+        return actions
+
+    def bmm() -> np.ndarray:
+        explore = np.array([rng.random() < 0.0 for rng in rngs[3]])
+        assert not explore.any()
+        with torch.inference_mode():
+            q = bmm_q(net, params, torch.as_tensor(obs).unsqueeze(1))
+        return q[:, 0].argmax(dim=-1).numpy()
+
+    fns = {
+        "batched": lambda: batched.select_actions(obs, 0.0),
+        "loop": lambda: loop.select_actions(obs, 0.0),
+        "plain": plain,
+        "bmm": bmm,
+    }
+    labels = {
+        "batched": "batched (StackedActor, vmap)",
+        "loop": "per-agent loop (StackedActor)",
+        "plain": "plain: K DQN.online one by one",
+        "bmm": "reference: batched matmul",
+    }
+    same = all(np.array_equal(fn(), plain()) for fn in fns.values())
+    t = bench(fns, reps)
+    base = t["batched"]
+    print(f"\n  K = {k}: one turn, all K agents (identical actions: {'yes' if same else 'NO'})")
+    for name, sec in t.items():
+        print(f"    {labels[name]:<34} {1e6 * sec:>10,.1f} us/turn  {sec / base:>6.2f}x batched")
+    print(
+        f"    per-agent loop / batched {t['loop'] / base:.2f}x, plain / batched "
+        f"{t['plain'] / base:.2f}x, per-agent loop / batched matmul {t['loop'] / t['bmm']:.2f}x"
+    )
+    results[("actions", k)] = t["loop"] / base
+    results[("actions-bmm", k)] = t["loop"] / t["bmm"]
+
+
+# --- 2. a training round ------------------------------------------------------------------
+def section_train(s: Setup, reps: int, results: dict) -> None:
+    bs, st = s.batch_size, s.stacked
+
+    def loop_update() -> None:
+        for dqn, batch in zip(s.dqns, s.batches):
+            dqn.step(batch)
+
+    def loop_sampled() -> None:
+        for dqn, buf in zip(s.dqns, s.buffers):
+            dqn.step(Batch.from_numpy(buf.sample(bs), "cpu"))
+
+    def stacked_sampled() -> None:
+        st.step(stack_batches([Batch.from_numpy(b.sample(bs), "cpu") for b in s.buffers]))
+
+    def stacked_sampled_np() -> None:
+        samples = [b.sample(bs) for b in s.buffers]
+        st.step(Batch.from_numpy({f: np.stack([x[f] for x in samples]) for f in FIELDS}, "cpu"))
+
+    fns = {
+        "loop": loop_update,
+        "stacked": lambda: st.step(s.stacked_batch),
+        "loop+s": loop_sampled,
+        "stacked+s": stacked_sampled,
+        "stacked+s np": stacked_sampled_np,
+        "stacked bmm": lambda: st.apply(bmm_gradients(st, s.stacked_batch)[0]),
+    }
+    if s.chunks:
+        fns["chunks"] = lambda: [part.step(batch) for part, batch in s.chunks]
+    t = bench(fns, reps)
+    up = t["loop"] / t["stacked"]
+    sa = t["loop+s"] / t["stacked+s"]
+    sa_np = t["loop+s"] / t["stacked+s np"]
+    k = s.k
+    print(f"\n  K = {k}: one round = {k} updates (ms per round, us per agent-update)")
+    rows = [
+        ("update alone: loop of K DQN.step", t["loop"]),
+        ("update alone: StackedLearner.step", t["stacked"]),
+        ("update alone: stacked, baddbmm loss (sec. 3)", t["stacked bmm"]),
+        ("with sampling: loop", t["loop+s"]),
+        ("with sampling: stacked (stack_batches)", t["stacked+s"]),
+        ("with sampling: stacked (np.stack)", t["stacked+s np"]),
+    ]
+    if s.chunks:
+        n, size = len(s.chunks), s.chunks[0][0].k
+        rows.insert(3, (f"update alone: {n} StackedLearners of {size} each", t["chunks"]))
+    for name, sec in rows:
+        print(f"    {name:<46} {1e3 * sec:>9.2f} ms  {1e6 * sec / k:>8.1f} us/agent")
+    extra = f", in chunks {t['loop'] / t['chunks']:.2f}x" if s.chunks else ""
+    print(
+        f"    speed-up stacked vs loop: update alone {up:.2f}x (with baddbmm "
+        f"{t['loop'] / t['stacked bmm']:.2f}x{extra}); with sampling {sa:.2f}x "
+        f"(stack_batches), {sa_np:.2f}x (np.stack)"
+    )
+    results[("train", k)] = up
+    results[("train-bmm", k)] = t["loop"] / t["stacked bmm"]
+    results[("train-sampled", k)] = sa
+    if s.chunks:
+        results[("train-chunks", k)] = t["loop"] / t["chunks"]
+
+
+# --- 3. vmap vs batched matmul ------------------------------------------------------------
+def section_stacking(s: Setup, reps: int, results: dict) -> None:
+    st, batch = s.stacked, s.stacked_batch
+    g_v, info_v = st.gradients(batch)
+    g_b, info_b = bmm_gradients(st, batch)
+    loss_diff = float(np.abs(info_v.loss - info_b.loss).max())
+    td_diff = float(np.abs(info_v.td_errors - info_b.td_errors).max())
+    grad_diff = max(float((a - b).abs().max()) for a, b in zip(g_v, g_b))
+    t = bench(
+        {
+            "vmap": lambda: st.gradients(batch),
+            "bmm": lambda: bmm_gradients(st, batch),
+            "apply": lambda: st.apply(g_v),
+        },
+        reps,
+    )
+    ratio = t["vmap"] / t["bmm"]
+    k = s.k
+    winner = "batched matmul" if ratio > 1 else "vmap"
+    print(
+        f"\n  K = {k}: loss + gradients  vmap {1e3 * t['vmap']:.2f} ms, "
+        f"baddbmm {1e3 * t['bmm']:.2f} ms -> {winner} faster ({ratio:.2f}x vmap/bmm); "
+        f"vmap - bmm = {1e3 * (t['vmap'] - t['bmm']):.2f} ms/call"
+    )
+    print(
+        f"    optimizer side (StackedLearner.apply: clip + Adam + target) "
+        f"{1e3 * t['apply']:.2f} ms, the same for both; full update vmap "
+        f"{1e3 * (t['vmap'] + t['apply']):.2f} ms vs bmm {1e3 * (t['bmm'] + t['apply']):.2f} ms "
+        f"({(t['vmap'] + t['apply']) / (t['bmm'] + t['apply']):.2f}x)"
+    )
+    print(
+        f"    same result: max |loss diff| {loss_diff:.1e}, max |td diff| {td_diff:.1e}, "
+        f"max |grad diff| {grad_diff:.1e}"
+    )
+    results[("stacking", k)] = (ratio, loss_diff, grad_diff)
+
+
+# --- 4. the note's options: threads, a process pool ---------------------------------------
+def train_step(agent: tuple[DQN, ReplayBuffer, int]) -> float:
+    """The note's ``agent.model.train_step()``: sample from the agent's own buffer, one
+    update. Runs in a pool worker on a copy of the agent sent with the task."""
+    learner, buffer, batch_size = agent
+    return learner.step(Batch.from_numpy(buffer.sample(batch_size), "cpu")).loss
+
+
+def _noop(_: int) -> int:
+    return 0
+
+
+def make_pool(processes: int, threads: int):
+    ctx = mp.get_context("spawn")
+    t0 = time.perf_counter()
+    pool = ctx.Pool(processes, initializer=torch.set_num_threads, initargs=(threads,))
+    pool.map(_noop, range(processes))  # workers up, torch and shoal imported
+    return pool, time.perf_counter() - t0
+
+
+def section_note(s: Setup, args, pool, results: dict, pool_state: dict) -> None:
+    k, bs = s.k, s.batch_size
+    agents = [(d, b, bs) for d, b in zip(s.dqns, s.buffers)]
+
+    def loop_sampled() -> None:
+        for agent in agents:
+            train_step(agent)
+
+    executor = ThreadPoolExecutor(
+        max_workers=k, initializer=torch.set_num_threads, initargs=(args.threads,)
+    )
+    fns = {
+        "loop": loop_sampled,
+        "threads": lambda: list(executor.map(train_step, agents)),
+    }
+    try:
+        t = bench(fns, args.reps)
+    finally:
+        executor.shutdown()
+    labels = {
+        "loop": "loop of K train_step (reference)",
+        "threads": f"{k} threads, one task per agent",
+        "pool": "pool, spawn, 2 processes, agents sent",
+    }
+    # A pool round costs about K x its per-agent time at the previous K: skip a K whose
+    # rounds would run past --pool-budget seconds.
+    per_agent = pool_state.get("per_agent_s")
+    predicted = None if per_agent is None else per_agent * k * (args.pool_reps + 2) * 1.2
+    pool_line = ""
+    if pool is None:
+        pool_line = "pool: not run (--no-pool)"
+    elif predicted is not None and predicted > args.pool_budget:
+        pool_line = (
+            f"pool: SKIPPED at K = {k} (predicted {predicted:.0f} s for {args.pool_reps} "
+            f"rounds > --pool-budget {args.pool_budget:g} s)"
+        )
+    else:
+        try:
+            tp = bench(
+                {"loop": loop_sampled, "pool": lambda: pool.map(train_step, agents)},
+                args.pool_reps,
+            )
+            t["pool"] = tp["pool"]
+            pool_state["per_agent_s"] = tp["pool"] / k
+            pool_line = (
+                f"(pool timed over {args.pool_reps} rounds against its own loop runs: "
+                f"{1e3 * tp['loop']:.2f} ms, {tp['loop'] / tp['pool']:.2f}x vs those; "
+                f"{1e6 * tp['pool'] / k:.0f} us per agent-update)"
+            )
+        except Exception as err:  # a resource limit (open files, memory) is a result too
+            pool_line = f"pool: FAILED at K = {k}: {type(err).__name__}: {err}"
+    base = t["loop"]
+    print(f"\n  K = {k}: one round of {k} updates, sampling included (ms per round)")
+    for name, sec in t.items():
+        print(f"    {labels[name]:<40} {1e3 * sec:>9.2f} ms  {base / sec:>6.2f}x the loop's speed")
+    print(f"    {pool_line}")
+    results[("note", k)] = {name: base / sec for name, sec in t.items() if name != "loop"}
+
+
+# --- main ---------------------------------------------------------------------------------
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ks", type=int, nargs="+", default=[8, 32, 128])
+    parser.add_argument("--reps", type=int, default=15, help="timed samples per figure")
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--hidden", type=int, nargs="+", default=[64, 64])
+    parser.add_argument("--obs-dim", type=int, default=75, help="5x5x3 egocentric window")
+    parser.add_argument("--capacity", type=int, default=1000, help="transitions per buffer")
+    parser.add_argument("--chunk", type=int, default=32, help="agents per stack, chunked row")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads, every side")
+    parser.add_argument("--pool-reps", type=int, default=4, help="timed rounds of the pool")
+    parser.add_argument("--pool-budget", type=float, default=60.0, help="seconds per K")
+    parser.add_argument("--no-pool", action="store_true", help="skip the process pool")
+    parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
+    args = parser.parse_args()
+    if args.quick:
+        args.ks, args.reps, args.pool_reps = [2, 4], 2, 1
+        args.hidden, args.batch, args.capacity, args.chunk = [16], 8, 64, 2
+    torch.set_num_threads(args.threads)
+    cfg = DQNConfig(hidden=list(args.hidden), batch_size=args.batch)
+    t_start = time.perf_counter()
+    print(
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at "
+        f"start; torch {torch.__version__}, {args.threads} intra-op thread(s) on every side; "
+        f"Python {platform.python_version()}"
+    )
+    print(
+        f"agents: obs {args.obs_dim}, {N_ACTIONS} actions, MLP {args.hidden}, dueling, double "
+        f"DQN, batch {args.batch}, buffers of {args.capacity}; K = {args.ks}; "
+        f"median of {args.reps} round-robin samples"
+    )
+    setups = {}
+    for k in args.ks:
+        setups[k] = Setup(k, cfg, args.obs_dim, args.capacity, args.chunk)
+
+    results: dict = {}
+    print("\n1. action selection, one turn (greedy, epsilon 0)")
+    for k in args.ks:
+        section_actions(setups[k], args.reps, results)
+    print("\n2. a training round: every agent one update on its own batch from its own buffer")
+    for k in args.ks:
+        section_train(setups[k], args.reps, results)
+    print("\n3. stacking method: torch.func.vmap over DQNLoss vs hand-written baddbmm MLP")
+    for k in args.ks:
+        section_stacking(setups[k], args.reps, results)
+    print("\n4. the note's options, same round (sampling included)")
+    pool, pool_state = None, {}
+    if not args.no_pool:
+        pool, start_s = make_pool(2, args.threads)
+        print(f"  process pool: spawn, 2 processes, start-up {start_s:.2f} s (not in the rounds)")
+        print("  (timing only: weights, Adam state and buffer draws coming back are not checked)")
+    try:
+        for k in args.ks:
+            section_note(setups[k], args, pool, results, pool_state)
+    finally:
+        if pool is not None:
+            pool.terminate()
+            pool.join()
+
+    print("\nsummary (speed-ups measured side by side above)")
+    print(f"  {'what':<58} {'K':>4}  result")
+    for (what, k), target in TARGETS.items():
+        label = {
+            "actions": "actions: batched vs per-agent loop",
+            "train": "training round, update alone: stacked vs loop",
+        }[what]
+        got = results.get((what, k))
+        shown = "not measured (K not in --ks)" if got is None else verdict(got, target)
+        print(f"  {label:<58} {k:>4}  {shown}")
+    for k in args.ks:
+        print(
+            f"  {'training round with sampling: stacked vs loop':<58} {k:>4}  "
+            f"{results[('train-sampled', k)]:.2f}x"
+        )
+    for k in args.ks:
+        print(
+            f"  {'training round, update alone: stacked with baddbmm vs loop':<58} {k:>4}  "
+            f"{results[('train-bmm', k)]:.2f}x"
+        )
+    for k in args.ks:
+        if ("train-chunks", k) in results:
+            label = f"training round, update alone: stacks of {args.chunk} vs loop"
+            print(f"  {label:<58} {k:>4}  {results[('train-chunks', k)]:.2f}x")
+    for k in args.ks:
+        print(
+            f"  {'actions: per-agent loop vs batched matmul (reference)':<58} {k:>4}  "
+            f"{results[('actions-bmm', k)]:.2f}x"
+        )
+    for k in args.ks:
+        ratio, loss_diff, grad_diff = results[("stacking", k)]
+        win = "baddbmm" if ratio > 1 else "vmap"
+        print(
+            f"  {'stacking: vmap time / baddbmm time (loss + gradients)':<58} {k:>4}  "
+            f"{ratio:.2f}x -> {win} faster (loss diff {loss_diff:.0e}, grad {grad_diff:.0e})"
+        )
+    for k in args.ks:
+        note = results[("note", k)]
+        shown = ", ".join(f"{name} {v:.2f}x" for name, v in note.items())
+        if "pool" not in note:
+            shown += ", pool not measured"
+        print(f"  {'note: speed vs the loop (sampling included)':<58} {k:>4}  {shown}")
+    print(
+        f"\nload average {os.getloadavg()[0]:.2f} (1 min) at the end; "
+        f"total {time.perf_counter() - t_start:.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
