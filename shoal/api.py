@@ -34,10 +34,17 @@ def _run(cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> Trai
 
     runner = runner_class(cfg.run.runner)(cfg)
     try:
-        return RunLoop(runner, run, resume=resume, title=_title(cfg)).run()
+        loop = RunLoop(runner, run, resume=resume, title=_title(cfg))
+        if resume is not None:
+            # Only once the checkpoint has loaded into this config (same shapes): a failed
+            # resume leaves the run directory as it was.
+            save_config(cfg, run.config)
+        return loop.run()
     finally:
-        runner.stop()
-        runner.close()
+        try:
+            runner.stop()
+        finally:
+            runner.close()
 
 
 def _title(cfg: Config) -> str:
@@ -70,10 +77,15 @@ def train(
         if config is not None:
             raise ConfigError("give either a config or resume=RUN_DIR, not both")
         run = RunDir.open(resume)
+        saved = load_config(run.config)
         cfg = load_config(run.config, overrides)
+        if cfg.run.runner != saved.run.runner:
+            raise ConfigError(
+                f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
+                f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
+            )
         probe_env(cfg.env)
         state = load_checkpoint(run.checkpoint)
-        save_config(cfg, run.config)
         return _run(cfg, run, resume=state)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
@@ -158,7 +170,12 @@ def evaluate_run(
     learner = build_learner(cfg, spec)
     learner.online.load_state_dict(state["learner"]["online"])
     actor = build_actor(
-        cfg, spec, np.random.default_rng(0), params=learner.params, network=learner.online
+        cfg,
+        spec,
+        np.random.default_rng(0),
+        params=learner.params,
+        network=learner.online,
+        device=learner.device,
     )
     envs = [make_env(cfg.env) for _ in range(min(episodes, 32))]
     try:

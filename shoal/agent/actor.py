@@ -69,7 +69,8 @@ class Actor:
         source: a weight source; :meth:`update` pulls newer weights from it.
         n_actions: number of discrete actions.
         action_mask: observations end with a mask of legal actions.
-        device: where the forward pass runs.
+        device: where the forward pass runs (default: where the weights are; it follows
+            the weights pulled from ``source``).
         rng: the generator of exploration draws.
     """
 
@@ -81,7 +82,7 @@ class Actor:
         source: WeightSource | None = None,
         n_actions: int,
         action_mask: bool = False,
-        device: str | torch.device = "cpu",
+        device: str | torch.device | None = None,
         rng: np.random.Generator,
     ) -> None:
         self.network = network
@@ -89,7 +90,11 @@ class Actor:
         self.source = source
         self.n_actions = n_actions
         self.action_mask = action_mask
+        if device is None:
+            first = next(iter(self.params.values()), None)
+            device = "cpu" if first is None else first.device
         self.device = torch.device(device)
+        self._recurrent = bool(getattr(network, "recurrent", False))
         self.rng = rng
         self.epsilon = 1.0
         """Probability of a random action; the runner sets it (schedule or published)."""
@@ -106,12 +111,15 @@ class Actor:
         if got is None:
             return False
         self.version, self.params, self.meta = got.version, got.state, dict(got.meta)
+        first = next(iter(self.params.values()), None)
+        if first is not None:
+            self.device = first.device  # the learner's device (a CUDA learner's copy)
         return True
 
     @property
     def recurrent(self) -> bool:
         """Whether the network carries a state from step to step."""
-        return bool(getattr(self.network, "recurrent", False))
+        return self._recurrent
 
     def initial_state(self) -> Any:
         """The recurrent state at an episode's start (None: feed-forward)."""
@@ -133,7 +141,7 @@ class Actor:
         """An epsilon-greedy action for one observation, and the next recurrent state
         (``None`` in, at an episode's start, means :meth:`initial_state`). A recurrent
         network steps its memory on every observation, random actions included."""
-        if not self.recurrent:
+        if not self._recurrent:
             action = epsilon_greedy_action(
                 self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
             )

@@ -74,7 +74,7 @@ def build_actor(
     *,
     params: Params | None = None,
     source: WeightSource | None = None,
-    device: str | torch.device = "cpu",
+    device: str | torch.device | None = None,
     network: Any = None,
 ) -> Actor:
     """An actor for ``spec``'s env acting with ``params`` (e.g. the learner's own) or with

@@ -72,6 +72,17 @@ def make_adam(params: Sequence[torch.Tensor], cfg: DQNConfig) -> Any:
     return torch.optim.Adam(params, lr=cfg.lr, eps=cfg.adam_eps)
 
 
+def set_adam_hyperparameters(optimizer: Any, cfg: DQNConfig) -> None:
+    """Apply the config's learning rate and eps to a restored optimizer: its state dict
+    carries the values it was saved with, and a resumed run with ``--set dqn.lr=...``
+    means the new one."""
+    if hasattr(optimizer, "lr"):
+        optimizer.lr, optimizer.eps = cfg.lr, cfg.adam_eps
+    else:
+        for group in optimizer.param_groups:
+            group["lr"], group["eps"] = cfg.lr, cfg.adam_eps
+
+
 class Learner:
     """Online and target networks, an optimizer and a pure loss: gradients / apply / step
     and its state for checkpoints.
@@ -116,9 +127,7 @@ class Learner:
         Returns the gradient norm before clipping.
         """
         for p, g in zip(self._param_list, grads):
-            # Fused Adam reads gradients in memory order: a non-contiguous one (conv weights
-            # from autograd.grad, or vmap's transposed layout) would update the wrong entries.
-            p.grad = g.contiguous()
+            p.grad = g  # FusedAdam makes it contiguous (the fused kernel reads memory order)
         norm = torch.nn.utils.clip_grad_norm_(self._param_list, self.cfg.max_grad_norm)
         self.optimizer.step()
         for p in self._param_list:
@@ -172,6 +181,7 @@ class Learner:
         # Optimizer.load_state_dict keeps the given tensors when no cast is needed: without
         # the copy, two learners loaded from one in-memory state would share Adam moments.
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        set_adam_hyperparameters(self.optimizer, self.cfg)
         self.updates = int(state["updates"])
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.func import stack_module_state, vmap
 
-from shoal.agent.learner import Learner, make_adam
+from shoal.agent.learner import Learner, make_adam, set_adam_hyperparameters
 from shoal.agent.losses import Batch, mask_illegal
 from shoal.agent.networks import Params
 
@@ -162,6 +162,7 @@ class StackedLearner:
             for n, t in self.target_params.items():
                 t.copy_(state["target"][n])
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        set_adam_hyperparameters(self.optimizer, self.cfg)
         self.updates = int(state["updates"])
 
 

@@ -18,7 +18,9 @@ from shoal.run.files import atomic_write
 
 __all__ = ["FORMAT", "load_checkpoint", "save_checkpoint"]
 
-FORMAT = "shoal-checkpoint-v1"
+FORMAT = "shoal-checkpoint-v2"
+"""v2: the run loop's layout (``loop``, ``learner``, ``replay``, runner keys); v1 files
+(``dqn``, ``counters``) came before the shared run loop and cannot be resumed."""
 
 
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
@@ -38,6 +40,11 @@ def load_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dic
         state = torch.load(path, map_location=map_location, weights_only=False)
     except Exception as e:  # any failure to unpickle means a damaged or foreign file
         raise CheckpointError(f"checkpoint '{path}' is corrupt or truncated ({e})") from None
+    if isinstance(state, dict) and state.get("format") == "shoal-checkpoint-v1":
+        raise CheckpointError(
+            f"checkpoint '{path}' was written by an older shoal (shoal-checkpoint-v1, before "
+            f"the shared run loop); this version reads {FORMAT}: retrain the run"
+        )
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint '{path}' is not a shoal checkpoint ({FORMAT})")
     return state

@@ -21,6 +21,7 @@ often degrades after it has solved a task.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -136,14 +137,7 @@ class RunLoop:
         return self._wall_before + time.perf_counter() - self._t0
 
     def _state(self) -> dict[str, Any]:
-        from shoal.config import config_to_dict
-
-        self.c["wall"] = self.wall()
-        return {
-            "config": config_to_dict(self.cfg),
-            "loop": dict(self.c),
-            **self.runner.state_dict(),
-        }
+        return {**self._state_head(), **self.runner.state_dict()}
 
     def checkpoint(self, metrics: MetricsWriter) -> None:
         """Write ``latest.pt`` (atomically) with the loop's and the runner's state."""
@@ -183,6 +177,7 @@ class RunLoop:
     def _state_head(self) -> dict[str, Any]:
         from shoal.config import config_to_dict
 
+        self.c["wall"] = self.wall()
         return {"config": config_to_dict(self.cfg), "loop": dict(self.c)}
 
     def _tick(self, metrics: MetricsWriter, bar: TrainProgress, rates: _Rates) -> None:
@@ -214,14 +209,18 @@ class RunLoop:
 
     def _episode_rows(self, metrics: MetricsWriter, episodes: Sequence[tuple[float, int]]) -> None:
         c, runner = self.c, self.runner
+        # The episodes of one collect ran back to back and the last ended at c["step"]:
+        # each row gets the step its episode ended at.
+        end = c["step"] - sum(length for _, length in episodes)
         for ret, length in episodes:
+            end += length
             metrics.log(
                 "episode",
-                c["step"],
+                end,
                 wall_s=self.wall(),
                 episode=c["episode"],
                 length=length,
-                epsilon=runner.epsilon(c["step"]),
+                epsilon=runner.epsilon(end),
                 updates=runner.updates,
                 **{"return": float(ret)},
             )
@@ -247,12 +246,11 @@ class RunLoop:
             # Ctrl-C or a failure (e.g. a learner thread's, surfaced here): stop the
             # runner's threads or processes, keep the partial episode, write a final
             # checkpoint, then let the original error through.
-            try:
-                runner.stop()
-                runner.interrupt()
-                self.checkpoint(metrics)
-            except Exception as e:  # pragma: no cover - the original error matters more
-                print(f"shoal: final checkpoint failed: {e!r}")
+            for step in (runner.stop, runner.interrupt, lambda: self.checkpoint(metrics)):
+                try:  # each on its own: a thread that would not stop must not cost the
+                    step()  # checkpoint
+                except Exception as e:  # pragma: no cover - the original error matters more
+                    print(f"shoal: cleanup after the error failed: {e!r}", file=sys.stderr)
             raise
         finally:
             metrics.close()
@@ -275,7 +273,7 @@ class RunLoop:
             if c["step"] >= next_eval:
                 self.evaluate(metrics)
                 next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
-                stop = c["solved_step"] is not None
+                stop = c["solved_step"] is not None and r.stop_return is not None
             if c["step"] >= next_tick:
                 self._tick(metrics, bar, rates)
                 next_tick = (c["step"] // r.log_every + 1) * r.log_every

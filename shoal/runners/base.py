@@ -57,8 +57,9 @@ class Runner:
     def add_to_replay(self, transitions: Iterable[dict[str, Any]]) -> None:
         """Add n-step transitions to replay; a hybrid action ``(discrete, continuous)`` is
         stored as ``action`` and ``action_cont``."""
+        hybrid = self.spec.hybrid
         for tr in transitions:
-            if self.spec.hybrid:
+            if hybrid:
                 discrete, cont = tr["action"]
                 tr = {**tr, "action": discrete, "action_cont": cont}
             self.replay.add(tr)
@@ -67,6 +68,8 @@ class Runner:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
         last loss."""
         loss = float("nan")
+        if len(self.replay) == 0:  # n-step windows still open (learning_starts < n_step)
+            return loss
         for _ in range(steps):
             sample = self.replay.sample(self.cfg.dqn.batch_size)
             info = self.learner.step(self.learner.make_batch(sample))

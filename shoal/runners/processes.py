@@ -20,6 +20,7 @@ stops every worker (no orphans) and writes a final checkpoint.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ import numpy as np
 import torch
 
 from shoal.agent.builder import build_actor, build_nstep
-from shoal.config import Config, config_to_dict, load_config, param
+from shoal.config import Config, param
 from shoal.envs import make_env, probe_env
 from shoal.errors import ShoalError
 from shoal.run.loop import Collected
@@ -43,6 +44,8 @@ __all__ = ["Episode", "ProcessesConfig", "ProcessesRunner", "default_workers"]
 
 WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
+MAX_FAILURES = 3
+"""Restarts in a row without an episode after which a worker's failure stops the run."""
 
 
 @dataclass
@@ -102,18 +105,25 @@ def rollout_worker(
     worker: int,
     incarnation: int,
     workers: int,
-    cfg_values: dict[str, dict[str, Any]],
+    cfg: Config,
     store: Any,
     conn: Connection,
     plugins: tuple[Any, ...] = (),
+    generation: int = 0,
 ) -> None:
     """A rollout worker process: pull weights (plug-ins prepare the env, e.g. load the
-    self-play opponent), play an episode, send it, repeat."""
+    self-play opponent), play an episode, send it, repeat.
+
+    ``cfg`` arrives as the object (sections of runners registered only in the learner's
+    process included); ``generation`` counts the run's starts, so a resumed run's workers
+    draw seeds the first start never used."""
+    # Ctrl-C in a terminal reaches the whole process group: the learner stops the workers.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     torch.set_num_threads(1)
-    cfg = load_config(None, values=cfg_values)
     spec = probe_env(cfg.env)
     env = make_env(cfg.env)
-    rng = np.random.default_rng(derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation))
+    seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
+    rng = np.random.default_rng(derive_seed(*seeds))
     actor = build_actor(cfg, spec, rng, source=store)
     hybrid = spec.hybrid
     index = 0
@@ -127,11 +137,12 @@ def rollout_worker(
         ep_meta: dict[str, float] = {}
         for plugin in plugins:
             ep_meta.update(plugin.before_episode(env, actor))
-        seed = derive_seed(cfg.run.seed, WORKER_STREAM, worker, incarnation, index, 1)
+        seed = derive_seed(*seeds, index, 1)
         obs, _ = env.reset(seed=seed)
         observations, actions, rewards = [obs], [], []
+        state = None
         while True:
-            action, _ = actor.select_action(obs)
+            action, state = actor.select_action(obs, state)
             obs, reward, term, trunc, _ = env.step(action)
             observations.append(obs)
             actions.append(action)
@@ -162,6 +173,8 @@ class _Slot:
     conn: Connection
     incarnation: int
     last_heard: float
+    failures: int = 0
+    """Restarts since this worker last delivered an episode."""
 
 
 class ProcessesRunner(Runner):
@@ -181,6 +194,8 @@ class ProcessesRunner(Runner):
         self.workers = p.workers or default_workers()
         self.learning_steps = p.learning_steps_per_batch
         self.batches = self.restarts = 0
+        self.generation = 0
+        """Starts of this run (resumes included): part of every worker's seeds."""
         self.received: set[tuple[int, int, int]] = set()
         """(worker, incarnation, index) of every episode that reached the learner."""
         self._step = 0
@@ -203,10 +218,11 @@ class ProcessesRunner(Runner):
                 worker,
                 incarnation,
                 self.workers,
-                config_to_dict(self.cfg),
+                self.cfg,
                 self.store,
                 send,
                 tuple(plugin.worker_part() for plugin in self.plugins),
+                self.generation,
             ),
             name=f"shoal-rollout-{worker}",
             daemon=True,
@@ -221,8 +237,16 @@ class ProcessesRunner(Runner):
             slot.proc.kill()
         slot.proc.join(5)
         slot.conn.close()
+        if slot.failures + 1 >= MAX_FAILURES:
+            # A worker that dies again and again before finishing an episode (a broken env,
+            # a config it cannot load) would otherwise be restarted forever.
+            raise ShoalError(
+                f"rollout worker {worker} failed {MAX_FAILURES} times in a row without "
+                f"finishing an episode; last: {why}"
+            )
         self.restarts += 1
         self._slots[worker] = self._start(worker, slot.incarnation + 1)
+        self._slots[worker].failures = slot.failures + 1
         print(f"shoal: restarted rollout worker {worker}: {why}", file=sys.stderr)
 
     def _stop_all(self) -> None:
@@ -249,6 +273,7 @@ class ProcessesRunner(Runner):
                     self._restart(w, f"pipe failed ({type(e).__name__})")
                     continue
                 self._slots[w].last_heard = time.monotonic()
+                self._slots[w].failures = 0
                 got.append(ep)
                 need[w] -= 1
             now = time.monotonic()
@@ -263,8 +288,10 @@ class ProcessesRunner(Runner):
     # --- collection and learning -----------------------------------------------------------
     def start(self) -> None:
         """Publish the first weights and start the workers."""
+        self.generation += 1
         self._publish()
-        self._slots = [self._start(w, 0) for w in range(self.workers)]
+        for w in range(self.workers):  # one by one: a failed start still stops the others
+            self._slots.append(self._start(w, 0))
 
     def collect(self, step: int) -> Collected:
         """``episodes_per_batch`` whole episodes from every worker, into replay."""
@@ -355,6 +382,7 @@ class ProcessesRunner(Runner):
             **super().state_dict(),
             "batches": self.batches,
             "restarts": self.restarts,
+            "generation": self.generation,
             "plugins": [plugin.state_dict() for plugin in self.plugins],
         }
 
@@ -362,5 +390,7 @@ class ProcessesRunner(Runner):
         """Restore what :meth:`state_dict` saved."""
         super().load_state_dict(state)
         self.batches, self.restarts = state["batches"], state["restarts"]
+        self.generation = state["generation"]
+        self._step = state["loop"]["step"]  # the first publish uses the resumed epsilon
         for plugin, saved in zip(self.plugins, state["plugins"]):
             plugin.load_state_dict(saved)

@@ -31,6 +31,7 @@ TRAIN_STREAM = 0
 """Seed stream of training env resets."""
 ACTION_STREAM = 3
 """Seed stream of exploration (epsilon-greedy) draws."""
+_ONE_STEP = Collected(1)
 
 
 class SerialRunner(Runner):
@@ -53,7 +54,13 @@ class SerialRunner(Runner):
         self.resets = 0
         """Episodes started so far: episode k's reset is seeded from (seed, k)."""
         self.obs: np.ndarray | None = None
+        self.state: Any = None
+        """The actor's recurrent state in the current episode (None: feed-forward)."""
         self.ep_return, self.ep_len = 0.0, 0
+
+    def eval_actor(self) -> Actor:
+        """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
+        return self.actor
 
     def make_actor(self) -> Actor:
         """The behaviour policy (serial: acting on the learner's own live weights)."""
@@ -72,22 +79,21 @@ class SerialRunner(Runner):
             seed = derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.resets)
             self.obs, _ = self.env.reset(seed=seed)
         self.actor.epsilon = self.epsilon(step)
-        self.actor.update()
-        action, _ = self.actor.select_action(self.obs)
+        action, self.state = self.actor.select_action(self.obs, self.state)
         next_obs, reward, term, trunc, _ = self.env.step(action)
         self.ep_return += float(reward)
         self.ep_len += 1
         self.add_to_replay(self.nstep.append(self.obs, action, reward, next_obs, term, trunc))
         self.obs = next_obs
         if not (term or trunc):
-            return Collected(1)
+            return _ONE_STEP
         episode = (self.ep_return, self.ep_len)
         self._next_episode()
         return Collected(1, (episode,))
 
     def _next_episode(self) -> None:
         self.resets += 1
-        self.obs, self.ep_return, self.ep_len = None, 0.0, 0
+        self.obs, self.state, self.ep_return, self.ep_len = None, None, 0.0, 0
 
     def learn(self, step: int, new_steps: int) -> None:
         """``gradient_steps`` updates every ``train_freq`` env steps once learning starts."""

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import queue as queue_mod
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,6 +171,9 @@ def _worker(
     """One worker process: play its chunk, report each puzzle, then 'done'. Once ``stop``
     (an Event) is set, it abandons the puzzle at hand, saves its private table if it has
     one, and reports 'done'."""
+    # Ctrl-C in a terminal reaches the whole process group: the parent stops the workers
+    # through ``stop``, so each still saves what it learned.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         if handle is not None:
             table = SharedQTable.attach(handle)
@@ -303,6 +307,7 @@ def _stop_workers(procs: list[Any], stop: Any) -> list[Any]:
     """Stop the workers gracefully (each saves its private table, none is cut off while
     holding a table lock); kill only those that do not finish in time. Returns those."""
     stop.set()
+    procs = [p for p in procs if p.pid is not None]  # a failed start never ran
     deadline = time.monotonic() + _STOP_GRACE_S
     for p in procs:
         p.join(timeout=max(deadline - time.monotonic(), 0.1))

@@ -40,6 +40,7 @@ import torch
 from shoal.agent.actor import Actor
 from shoal.agent.builder import build_actor
 from shoal.config import Config, param
+from shoal.run.loop import Collected
 from shoal.runners.serial import SerialRunner
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rwlock import RWLock
@@ -99,10 +100,24 @@ class ThreadsRunner(SerialRunner):
         """Acting reads a versioned copy of the weights, never weights mid-step."""
         return build_actor(self.cfg, self.spec, self.rng, source=self.store)
 
+    def collect(self, step: int) -> Collected:
+        """Pull newer weights if the learners published some, then one serial step."""
+        self.actor.update()
+        return super().collect(step)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore, then restart the schedule from the restored update count."""
+        """Restore, then rebuild the schedule: the updates the serial schedule owes by the
+        checkpoint's step, including those scheduled but not yet taken when it was written
+        (up to max_lag), which the learners now take."""
         super().load_state_dict(state)
-        self._scheduled = self._started = self._completed = self.learner.updates
+        r, step = self.cfg.run, state["loop"]["step"]
+        points = 0
+        if step >= r.learning_starts:
+            first = max(r.learning_starts, 1)  # steps are counted from 1
+            points = step // r.train_freq - (first - 1) // r.train_freq
+        done = self.learner.updates
+        self._started = self._completed = done
+        self._scheduled = max(done, points * r.gradient_steps)
 
     def start(self) -> None:
         """Publish the first weights and start the learner threads."""

@@ -233,7 +233,7 @@ def test_target_params_are_the_target_networks():
 
 
 def test_state_dict_round_trip():
-    a, b_ = make_dqn(), make_dqn(lr=0.1)
+    a, b_ = make_dqn(), make_dqn()
     a.step(make_batch())
     b_.load_state_dict(a.state_dict())
     assert b_.updates == 1
@@ -438,3 +438,13 @@ def test_board_network_step_equals_plain_adam():
         plain.step(batch)
     for name, p in learner.params.items():
         torch.testing.assert_close(p, plain.params[name], rtol=0, atol=1e-6, msg=name)
+
+
+def test_a_restored_learner_takes_the_configured_learning_rate():
+    """A resumed run with ``--set dqn.lr=...`` means the new rate, though the optimizer's
+    state dict carries the old one."""
+    a, b_ = make_dqn(), make_dqn(lr=0.1)
+    a.step(make_batch())
+    b_.load_state_dict(a.state_dict())
+    assert b_.optimizer.param_groups[0]["lr"] == 0.1
+    assert a.optimizer.param_groups[0]["lr"] != 0.1

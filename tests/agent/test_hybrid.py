@@ -397,7 +397,7 @@ def test_actor_masks_illegal_discrete_actions():
 
 @pytest.mark.timeout(10)
 def test_state_dict_round_trip():
-    a, b_ = make_agent(), make_agent(lr=0.1)
+    a, b_ = make_agent(), make_agent()
     a.step(make_batch())
     b_.load_state_dict(a.state_dict())
     assert b_.updates == 1
