@@ -66,7 +66,8 @@ class EnvConfig:
     """The environment to learn on."""
 
     id: str = "CartPole-v1"
-    """Gymnasium environment id; its action space must be Discrete."""
+    """Gymnasium environment id; its action space must be Discrete, or Tuple(Discrete, Box)
+    with a bounded 1-D Box (hybrid actions)."""
     max_episode_steps: int | None = param(None, gt=0)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
     step_cost_us: float = param(0.0, ge=0.0)

@@ -174,3 +174,18 @@ def test_missing_and_corrupt_checkpoints(tmp_path, tiny, capsys):
 def test_resume_rejects_config_with_it(tmp_path, capsys):
     code, _, err = run_cli(capsys, "train", "cartpole", "--resume", str(tmp_path))
     assert code == 2 and "--resume" in err
+
+
+def test_resume_refuses_another_runner_and_old_checkpoints(tmp_path, tiny, capsys):
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", "cartpole", "--run-dir", str(run), *sets(tiny()))[0] == 0
+    config_before = (run / "config.toml").read_text()
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--runner", "threads")
+    assert code == 2 and "cannot resume a run trained by 'serial'" in err
+    assert (run / "config.toml").read_text() == config_before  # nothing changed on failure
+    import torch
+
+    ckpt = RunDir(run).checkpoint
+    torch.save({"format": "shoal-checkpoint-v1", "dqn": {}}, ckpt)
+    code, _, err = run_cli(capsys, "train", "--resume", str(run), "--no-progress")
+    assert code == 2 and "older shoal" in err

@@ -7,8 +7,11 @@ are tested against. Adding a runner is its own module plus one line in :data:`RU
 (or a :func:`register_runner` call); a runner owns its config section (its ``section``
 class attribute) and its ``--help`` text (its docstring's first line).
 
-Importing this package imports no runner: they load on first use, so configs and the CLI
-start fast.
+Importing this package imports no runner: they load on first use (the CLI's parser and
+``--help`` epilog need none). Building a :class:`~shoal.config.Config` loads them all,
+because each owns a section; so a runner module imports its optional backends (Ray, say)
+where it uses them, never at the top. Spawned workers receive the config object itself,
+so a runner registered only in the parent process still reaches them.
 """
 
 from __future__ import annotations

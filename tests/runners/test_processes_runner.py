@@ -229,3 +229,26 @@ def alive(pid):
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_resume_publishes_the_resumed_epsilon_and_new_worker_seeds(tmp_path, tiny):
+    runner = make_runner(tmp_path, tiny)
+    try:
+        state = {**runner.state_dict(), "loop": {"step": 50_000}, "generation": 1}
+        runner.load_state_dict(state)
+        runner._publish()
+        got = runner.store.pull(-1)
+        assert got.meta["epsilon"] == pytest.approx(runner.epsilon(50_000))
+        assert got.meta["epsilon"] < 0.1  # not eps_start
+        assert runner.generation == 1  # start() makes it 2: seeds the first start never used
+    finally:
+        runner.stop()
+        runner.close()
+
+
+def test_episode_rows_carry_their_own_end_step(tmp_path, tiny):
+    result = run(make_runner(tmp_path, tiny, run__total_steps=800), tmp_path)
+    rows = [r for r in read_metrics(RunDir(tmp_path / "run").metrics) if r["kind"] == "episode"]
+    steps = [int(r["step"]) for r in rows]
+    lengths = [int(r["length"]) for r in rows]
+    assert steps == list(np.cumsum(lengths)) and steps[-1] == result.env_steps
