@@ -64,6 +64,9 @@ class Collected:
 
     steps: int
     episodes: Sequence[tuple[float, int]] = ()
+    extras: Sequence[dict[str, float]] = ()
+    """Extra columns of each episode's row, in the same order (e.g. every agent's return
+    and social outcomes in a multi-agent world); empty when there are none."""
 
 
 class _Runner(Protocol):  # the part of runners.base.Runner the loop uses
@@ -207,12 +210,13 @@ class RunLoop:
             **runner.bar_stats(extra),
         )
 
-    def _episode_rows(self, metrics: MetricsWriter, episodes: Sequence[tuple[float, int]]) -> None:
-        c, runner = self.c, self.runner
+    def _episode_rows(self, metrics: MetricsWriter, got: Collected) -> None:
+        c, runner, episodes = self.c, self.runner, got.episodes
+        extras = got.extras or [{}] * len(episodes)
         # The episodes of one collect ran back to back and the last ended at c["step"]:
         # each row gets the step its episode ended at.
         end = c["step"] - sum(length for _, length in episodes)
-        for ret, length in episodes:
+        for (ret, length), extra in zip(episodes, extras):
             end += length
             metrics.log(
                 "episode",
@@ -223,6 +227,7 @@ class RunLoop:
                 epsilon=runner.epsilon(end),
                 updates=runner.updates,
                 **{"return": float(ret)},
+                **extra,
             )
             c["episode"] += 1
 
@@ -278,7 +283,7 @@ class RunLoop:
                 self._tick(metrics, bar, rates)
                 next_tick = (c["step"] // r.log_every + 1) * r.log_every
             if got.episodes:
-                self._episode_rows(metrics, got.episodes)
+                self._episode_rows(metrics, got)
             if not runner.at_boundary():
                 continue
             if c["step"] >= r.total_steps or runner.done(c["episode"]):
