@@ -70,8 +70,8 @@ def train(
 
     Everything is validated (config, env, run directory) before any work starts.
     """
-    from shoal.envs import probe_env
     from shoal.run.checkpoint import load_checkpoint
+    from shoal.runners import runner_class
 
     if resume is not None:
         if config is not None:
@@ -84,14 +84,14 @@ def train(
                 f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
                 f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
             )
-        probe_env(cfg.env)
+        runner_class(cfg.run.runner).check(cfg)
         state = load_checkpoint(run.checkpoint)
         return _run(cfg, run, resume=state)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
-    probe_env(cfg.env)
+    runner_class(cfg.run.runner).check(cfg)
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
     return _run(cfg, run)

@@ -106,6 +106,12 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N",
         help="rollout worker processes of the processes runner (sets processes.workers)",
     )
+    train.add_argument(
+        "--agents",
+        type=_positive_int,
+        metavar="K",
+        help="agents in the world of the agents runner (sets agents.agents)",
+    )
     train.add_argument("--steps", type=_positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
@@ -210,6 +216,7 @@ def _train(args: argparse.Namespace) -> int:
         "run.out": args.out,
         "threads.learner_threads": args.learner_threads,
         "processes.workers": args.workers,
+        "agents.agents": args.agents,
     }
     # Shortcut flags go first so that an explicit --set wins.
     overrides = [

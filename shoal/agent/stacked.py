@@ -198,6 +198,8 @@ class StackedActor:
         self.action_mask = action_mask
         self.batched = batched
         self.device = torch.device(device)
+        self.version = -1
+        """Version of the weights in use, when they come from a weight store."""
         self._vq = vmap(network.apply_params)
 
     @torch.inference_mode()

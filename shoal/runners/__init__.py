@@ -33,6 +33,7 @@ RUNNERS: dict[str, Any] = {
     "serial": "shoal.runners.serial:SerialRunner",
     "threads": "shoal.runners.threads:ThreadsRunner",
     "processes": "shoal.runners.processes:ProcessesRunner",
+    "agents": "shoal.runners.agents:AgentsRunner",
 }
 """``run.runner`` name -> runner class, or ``"module:Class"`` loaded on first use."""
 

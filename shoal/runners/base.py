@@ -35,6 +35,13 @@ class Runner:
 
     section: ClassVar[tuple[str, type] | None] = None
     """(name, dataclass) of the runner's own config section, or None."""
+    multi_agent: ClassVar[bool] = False
+    """Whether the runner trains several agents in a multi-agent world."""
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """Validate what the config alone cannot (the env) before any work starts."""
+        probe_env(cfg.env)
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg

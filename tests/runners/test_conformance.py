@@ -31,6 +31,8 @@ pytestmark = pytest.mark.timeout(300)
 
 def runner_overrides(name, tiny=None, **extra):
     base = [f"run.runner={name}"]
+    if runner_class(name).multi_agent:  # a small multi-agent world instead of CartPole
+        base += ["env.id='shoal/Harvest-v0'", "agents.agents=2", "agents.max_turns=50"]
     if name == "processes":
         base.append("processes.workers=2")
     if name == "threads":
@@ -112,6 +114,8 @@ def test_unknown_runner_names_the_registered_ones(tmp_path):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("name", RUNNERS)
 def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
+    if runner_class(name).multi_agent:
+        pytest.skip("a multi-agent runner learns in its own worlds (test_agents_runner.py)")
     overrides = [*runner_overrides(name), f"run.seed={seed}", "run.progress=false"]
     result = shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
     assert result.solved_step is not None and result.solved_step <= 50_000, result

@@ -1,0 +1,87 @@
+"""Multi-agent worlds for the agents runner: PettingZoo ``ParallelEnv`` s, checked up front.
+
+``env.id`` names one: ``shoal/Harvest-v0`` (shoal's commons harvest, sized by the runner's
+agent count) or ``pettingzoo:PACKAGE.MODULE`` for any module exposing ``parallel_env()``
+(PettingZoo's own convention), e.g. ``pettingzoo:pettingzoo.butterfly.pistonball_v6``.
+Every agent must act in a ``Discrete`` space and observe a ``Box`` of one common shape, so
+that K agents' networks stack; agents may leave mid-episode.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shoal.errors import EnvError
+
+__all__ = ["HARVEST_ID", "MultiAgentSpec", "make_parallel_env", "probe_parallel_env"]
+
+HARVEST_ID = "shoal/Harvest-v0"
+"""The id of shoal's commons harvest."""
+
+
+@dataclass(frozen=True)
+class MultiAgentSpec:
+    """What K stacked learners need to know about a world."""
+
+    agents: tuple[str, ...]
+    """``possible_agents``, in the order of the learners' stack."""
+    obs_dim: int
+    n_actions: int
+
+
+def make_parallel_env(env_id: str, *, num_agents: int, max_turns: int) -> Any:
+    """Create the world ``env_id`` names (harvest with ``num_agents`` agents and episodes
+    of ``max_turns`` turns; a PettingZoo module's ``parallel_env()`` as it comes)."""
+    if env_id == HARVEST_ID:
+        from shoal.envs.harvest import HarvestEnv
+
+        layout = "default" if num_agents <= 12 else "generated"
+        return HarvestEnv(num_agents, layout=layout, max_turns=max_turns)
+    if env_id.startswith("pettingzoo:"):
+        name = env_id.split(":", 1)[1]
+        try:
+            module = importlib.import_module(name)
+        except ImportError as e:
+            raise EnvError(f"env.id {env_id!r}: cannot import {name!r}: {e}") from None
+        if not hasattr(module, "parallel_env"):
+            raise EnvError(f"env.id {env_id!r}: module {name!r} has no parallel_env()")
+        return module.parallel_env()
+    raise EnvError(
+        f"env.id {env_id!r}: the agents runner needs a multi-agent world: {HARVEST_ID!r} or "
+        "'pettingzoo:PACKAGE.MODULE'"
+    )
+
+
+def probe_parallel_env(env: Any, env_id: str) -> MultiAgentSpec:
+    """Check the world's spaces (Discrete actions, Box observations of one shape for every
+    agent) and read the sizes; a one-line EnvError otherwise."""
+    from gymnasium import spaces
+
+    agents = tuple(env.possible_agents)
+    if not agents:
+        raise EnvError(f"env.id {env_id!r}: the world has no agents")
+    shapes, actions = set(), set()
+    for agent in agents:
+        act, obs = env.action_space(agent), env.observation_space(agent)
+        if not isinstance(act, spaces.Discrete):
+            raise EnvError(
+                f"env.id {env_id!r}: agent {agent!r} acts in {act}; the agents runner needs a "
+                "Discrete action space"
+            )
+        if not isinstance(obs, spaces.Box):
+            raise EnvError(
+                f"env.id {env_id!r}: agent {agent!r} observes {obs}; the agents runner needs "
+                "a Box observation space"
+            )
+        shapes.add(obs.shape)
+        actions.add(int(act.n))
+    if len(shapes) > 1 or len(actions) > 1:
+        raise EnvError(
+            f"env.id {env_id!r}: agents differ in observation shapes {sorted(shapes)} or "
+            f"action counts {sorted(actions)}; stacked learners need one of each"
+        )
+    return MultiAgentSpec(agents, int(np.prod(shapes.pop())), actions.pop())

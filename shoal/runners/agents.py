@@ -1,0 +1,424 @@
+"""The agents runner: K independent learners in one multi-agent world (scheme 3).
+
+Each agent has its own network, target, optimizer state and replay buffer; nothing is
+shared or pooled. The speed comes from doing the K agents' work together: one batched
+forward picks all K actions (``parallel_actions``), and one stacked update trains all K
+agents, each on a batch from its own buffer (``parallel_training``,
+:class:`~shoal.agent.stacked.StackedLearner`); both have a per-agent fallback that
+computes the same thing. With ``async_learning`` a background thread trains every
+``train_interval`` epochs while the caller's thread keeps collecting; acting then reads a
+versioned snapshot of the weights, never weights mid-step.
+
+An epoch is one episode of at most ``max_turns`` turns (the user's design note's term);
+the run loop's env steps are turns. Epsilon decays per epoch: it is the schedule's value at
+the epoch's first turn. Episode rows carry every agent's return, the collective return
+and the social outcomes (efficiency, equality, sustainability, peace).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.agent.builder import build_epsilon, build_nstep, build_replay
+from shoal.agent.learner import DQN
+from shoal.agent.losses import Batch
+from shoal.agent.stacked import StackedActor, StackedLearner, stack_batches
+from shoal.config import Config, param
+from shoal.envs.gym_env import EnvSpec
+from shoal.envs.parallel import make_parallel_env, probe_parallel_env
+from shoal.envs.social_metrics import EpisodeMetrics
+from shoal.errors import EnvError
+from shoal.run.evaluation import EVAL_STREAM
+from shoal.run.loop import Collected
+from shoal.run.seeding import derive_seed
+from shoal.runners.base import Runner
+from shoal.sync.locked_replay import LockedReplay
+from shoal.sync.weights import LocalWeightStore
+
+__all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
+
+TRAIN_STREAM = 0
+ACTION_STREAM = 3
+LEARNER_STREAM = 5
+"""Seed streams: epoch resets, each agent's exploration, each agent's initial weights."""
+
+
+class LearningThreadError(RuntimeError):
+    """The background learning thread failed or hung; the cause is the ``__cause__``."""
+
+
+@dataclass
+class AgentsConfig:
+    """The agents runner: K independent learners in one multi-agent world."""
+
+    agents: int = param(8, gt=0)
+    """Agents in the world (K); shoal/Harvest-v0 is built with this many."""
+    max_turns: int = param(1000, gt=0)
+    """Turns per epoch (episode) at most."""
+    parallel_actions: bool = True
+    """One batched forward picks all K actions (else one forward per agent)."""
+    parallel_training: bool = True
+    """One stacked update trains all K agents (else one update per agent in a loop)."""
+    async_learning: bool = False
+    """A background thread trains while the caller's thread keeps collecting."""
+    train_interval: int = param(1, gt=0)
+    """Epochs between training phases."""
+    copy_on_train: bool = False
+    """Async: each phase trains on a copy of the buffers taken when it starts (collection
+    never waits for the buffer locks; the copy's priority updates are dropped)."""
+    step_timeout: float = param(60.0, gt=0.0)
+    """Seconds the caller waits for the learning thread before the run fails as hung."""
+
+
+class AgentsRunner(Runner):
+    """K independent learners (own networks, optimizers, buffers) in one world, batched."""
+
+    section = ("agents", AgentsConfig)
+    multi_agent = True
+    """Its env is a multi-agent world (the conformance suite gives it one)."""
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """Make the world once and check it (before any work starts)."""
+        env = make_parallel_env(cfg.env.id, num_agents=cfg.agents.agents, max_turns=1)
+        try:
+            probe_parallel_env(env, cfg.env.id)
+        finally:
+            env.close()
+
+    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds one learner
+        a = cfg.agents
+        self.cfg = cfg
+        self.env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+        self.ma = probe_parallel_env(self.env, cfg.env.id)
+        self.spec = EnvSpec(self.ma.obs_dim, self.ma.n_actions)
+        if cfg.run.torch_threads > 0:
+            torch.set_num_threads(cfg.run.torch_threads)
+        self.k = len(self.ma.agents)
+        self.learners = [self._agent(i) for i in range(self.k)]
+        self.stacked = StackedLearner(self.learners) if a.parallel_training else None
+        self.replays: list[Any] = [build_replay(cfg, self.spec) for _ in range(self.k)]
+        self.epsilon = build_epsilon(cfg)
+        self.loss = float("nan")
+        self._eval_envs: list[Any] | None = None
+        seed = cfg.run.seed
+        rngs = [np.random.default_rng(derive_seed(seed, ACTION_STREAM, i)) for i in range(self.k)]
+        self.actor = StackedActor(
+            self.learners[0].loss.network,
+            self.weights(),
+            n_actions=self.ma.n_actions,
+            rngs=rngs,
+            action_mask=cfg.dqn.action_mask,
+            batched=a.parallel_actions,
+            device=self.learners[0].device,
+        )
+        self.epochs = 0
+        self._turns_owed = 0
+        self._thread = _LearningThread(self) if a.async_learning else None
+
+    def _agent(self, i: int) -> DQN:
+        torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
+        return DQN(self.ma.obs_dim, self.ma.n_actions, self.cfg.dqn, device=self.cfg.run.device)
+
+    # --- the K learners -----------------------------------------------------------------------
+    @property
+    def updates(self) -> int:
+        """Training rounds taken (every agent steps once per round)."""
+        return self.stacked.updates if self.stacked is not None else self.learners[0].updates
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """All agents' online weights, stacked ``(K, ...)`` by name."""
+        if self.stacked is not None:
+            return self.stacked.weights()
+        names = self.learners[0].params
+        return {n: torch.stack([le.params[n].detach() for le in self.learners]) for n in names}
+
+    def train_round(self, replays: list[Any]) -> float:
+        """Every agent one update on a batch from its own buffer; returns the mean loss."""
+        b = self.cfg.dqn.batch_size
+        samples = [replay.sample(b) for replay in replays]
+        device = self.learners[0].device
+        batches = [Batch.from_numpy(s, device) for s in samples]
+        if self.stacked is not None:
+            info = self.stacked.step(stack_batches(batches))
+            losses, tds = info.loss, info.td_errors
+        else:
+            infos = [le.step(batch) for le, batch in zip(self.learners, batches)]
+            losses, tds = [i.loss for i in infos], [i.td_errors for i in infos]
+        for replay, sample, td in zip(replays, samples, tds):
+            replay.update_priorities(sample["indices"], td)
+        return float(np.mean(losses))
+
+    # --- collection: one epoch ------------------------------------------------------------------
+    def collect(self, step: int) -> Collected:
+        """Play one epoch with every agent; each agent's transitions go to its own buffer."""
+        if self._thread is not None:
+            self._thread.raise_if_failed()
+            self._thread.refresh(self.actor)
+        else:
+            self.actor.params = self.weights()
+        seed = derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.epochs)
+        returns, turns, social = self._play(self.env, self.epsilon(step), seed, store=True)
+        self.epochs += 1
+        extra = {f"return_{a}": float(r) for a, r in zip(self.ma.agents, returns)}
+        return Collected(turns, [(float(returns.sum()), turns)], [{**extra, **social}])
+
+    def _play(
+        self, env: Any, epsilon: float, seed: int, *, store: bool
+    ) -> tuple[np.ndarray, int, dict[str, float]]:
+        """One episode; returns every agent's return, the turns and the social outcomes."""
+        agents = self.ma.agents
+        obs_d, _ = env.reset(seed=seed)
+        if tuple(env.possible_agents) != agents:
+            raise EnvError(f"env.id {self.cfg.env.id!r}: the agent list changed at reset")
+        zeros = np.zeros(self.ma.obs_dim, np.float32)
+        obs = np.stack([np.asarray(obs_d.get(a, zeros), np.float32).ravel() for a in agents])
+        writers = [build_nstep(self.cfg) for _ in agents] if store else []
+        metrics, returns = EpisodeMetrics(list(agents)), np.zeros(len(agents))
+        turns = 0
+        while env.agents:
+            live = set(env.agents)
+            actions = self.actor.select_actions(obs, epsilon)
+            act = {a: int(actions[i]) for i, a in enumerate(agents) if a in live}
+            nxt_d, rew, term, trunc, infos = env.step(act)
+            nxt = np.stack([np.asarray(nxt_d.get(a, zeros), np.float32).ravel() for a in agents])
+            for i, a in enumerate(agents):
+                if a not in act:
+                    continue
+                returns[i] += rew.get(a, 0.0)
+                if store:
+                    done = (term.get(a, False), trunc.get(a, False))
+                    for tr in writers[i].append(obs[i], actions[i], rew.get(a, 0.0), nxt[i], *done):
+                        self.replays[i].add(tr)
+            tagged = {a: bool(info.get("tagged_out", False)) for a, info in infos.items()}
+            metrics.add(rew, tagged)
+            obs, turns = nxt, turns + 1
+            if self._thread is not None and store:
+                self._thread.raise_if_failed()
+        return returns, turns, metrics.result()
+
+    # --- learning ------------------------------------------------------------------------------
+    def learn(self, step: int, new_steps: int) -> None:
+        """Every ``train_interval`` epochs, the rounds the serial schedule owes for the turns
+        played since the last phase (``gradient_steps`` per ``train_freq`` turns): taken
+        here, or handed to the learning thread."""
+        r = self.cfg.run
+        self._turns_owed += new_steps
+        if step < r.learning_starts or self.epochs % self.cfg.agents.train_interval:
+            return
+        rounds = round(self._turns_owed * r.gradient_steps / r.train_freq)
+        self._turns_owed = 0
+        if rounds == 0 or min(len(b) for b in self.replays) == 0:
+            return
+        if self._thread is not None:
+            self._thread.schedule(rounds)
+            return
+        for _ in range(rounds):
+            self.loss = self.train_round(self.replays)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the learning thread (async learning)."""
+        if self._thread is not None:
+            self._thread.start()
+
+    def finish(self) -> None:
+        """Wait until the learning thread has taken every scheduled round."""
+        if self._thread is not None:
+            self._thread.wait_idle()
+
+    def stop(self) -> None:
+        """Stop and join the learning thread; safe to call twice."""
+        if self._thread is not None:
+            self._thread.stop()
+
+    def close(self) -> None:
+        """Close the worlds."""
+        self.env.close()
+        super().close()
+
+    def evaluate(self) -> tuple[np.ndarray, Any]:
+        """Collective greedy returns of ``run.eval_episodes`` episodes on a world of its own,
+        and the stacked weights that played them."""
+        r = self.cfg.run
+        if self._eval_envs is None:
+            a = self.cfg.agents
+            self._eval_envs = [
+                make_parallel_env(self.cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+            ]
+        if self._thread is not None:
+            self._thread.refresh(self.actor)
+        else:
+            self.actor.params = self.weights()
+        rngs = [copy.deepcopy(g.bit_generator.state) for g in self.actor.rngs]
+        returns = np.array(
+            [
+                self._play(
+                    self._eval_envs[0], 0.0, derive_seed(r.seed, EVAL_STREAM, i), store=False
+                )[0].sum()
+                for i in range(r.eval_episodes)
+            ]
+        )
+        for g, s in zip(self.actor.rngs, rngs):  # greedy play draws from them: undo that
+            g.bit_generator.state = s
+        return returns, self.actor.params
+
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Samples per second over all agents."""
+        return {"samples_per_s": updates_per_s * self.cfg.dqn.batch_size * self.k}
+
+    def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
+        """Epochs so far."""
+        return {"epochs": self.epochs}
+
+    def checkpoint_guard(self) -> Any:
+        """Async: no training round runs while a checkpoint is taken."""
+        return self._thread.paused() if self._thread is not None else super().checkpoint_guard()
+
+    # --- state --------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Every agent's weights, target, optimizer and buffer, the exploration streams."""
+        learner = (
+            self.stacked.state_dict()
+            if self.stacked is not None
+            else [le.state_dict() for le in self.learners]
+        )
+        return {
+            "learner": learner,
+            "replays": [b.state_dict() for b in self.replays],
+            "rng": {"actions": [g.bit_generator.state for g in self.actor.rngs]},
+            "epochs": self.epochs,
+            "turns_owed": self._turns_owed,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        if self.stacked is not None:
+            self.stacked.load_state_dict(state["learner"])
+        else:
+            for le, s in zip(self.learners, state["learner"]):
+                le.load_state_dict(s)
+        for b, s in zip(self.replays, state["replays"]):
+            b.load_state_dict(s)
+        for g, s in zip(self.actor.rngs, state["rng"]["actions"]):
+            g.bit_generator.state = s
+        self.epochs, self._turns_owed = state["epochs"], state["turns_owed"]
+
+
+class _LearningThread:
+    """The background learner of async learning: takes scheduled rounds, publishes the
+    weights after each phase, surfaces its failures in the caller's thread."""
+
+    def __init__(self, runner: AgentsRunner) -> None:
+        self.runner = runner
+        runner.replays = [LockedReplay(b) for b in runner.replays]
+        self.store = LocalWeightStore()
+        self.store.publish(runner.weights())
+        self._cond = threading.Condition()
+        self._scheduled = self._done = 0
+        self._pause = 0
+        self._stop = False
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._last_progress = time.monotonic()
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._run, args=(torch.get_num_threads(),), name="shoal-agents-learner"
+        )
+        self._thread.daemon = True
+        self._thread.start()
+
+    def schedule(self, rounds: int) -> None:
+        with self._cond:
+            self._scheduled += rounds
+            self._cond.notify_all()
+
+    def refresh(self, actor: StackedActor) -> None:
+        got = self.store.pull(actor.version)
+        if got is not None:
+            actor.params, actor.version = got.state, got.version
+
+    def raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise LearningThreadError(f"the learning thread failed: {self._error!r}") from (
+                self._error
+            )
+
+    def wait_idle(self) -> None:
+        """Until every scheduled round is done; a thread making no progress for
+        ``step_timeout`` seconds fails the run."""
+        timeout = self.runner.cfg.agents.step_timeout
+        with self._cond:
+            while self._done < self._scheduled and self._error is None:
+                self._cond.wait(0.1)
+                if time.monotonic() - self._last_progress > timeout:
+                    raise LearningThreadError(
+                        f"the learning thread made no progress for {timeout} s"
+                    )
+        self.raise_if_failed()
+
+    def paused(self) -> Any:
+        thread = self
+
+        class _Pause:
+            def __enter__(self) -> None:
+                with thread._cond:
+                    thread._pause += 1
+                    while thread._busy and thread._error is None:
+                        thread._cond.wait(0.1)
+
+            def __exit__(self, *exc: Any) -> None:
+                with thread._cond:
+                    thread._pause -= 1
+                    thread._cond.notify_all()
+
+        return _Pause()
+
+    _busy = False
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(self.runner.cfg.agents.step_timeout)
+            if self._thread.is_alive():
+                raise LearningThreadError("the learning thread did not stop")
+            self._thread = None
+
+    def _run(self, torch_threads: int) -> None:
+        torch.set_num_threads(torch_threads)  # per OS thread (see DESIGN.md)
+        runner = self.runner
+        try:
+            while True:
+                with self._cond:
+                    while not self._stop and (self._done >= self._scheduled or self._pause):
+                        self._cond.wait(0.1)
+                    if self._stop:
+                        return
+                    rounds = self._scheduled - self._done
+                    self._busy = True
+                replays = runner.replays
+                if runner.cfg.agents.copy_on_train:
+                    replays = [copy.deepcopy(b.buffer) for b in runner.replays]
+                for _ in range(rounds):
+                    runner.loss = runner.train_round(replays)
+                    self._last_progress = time.monotonic()
+                self.store.publish(runner.weights())
+                with self._cond:
+                    self._done += rounds
+                    self._busy = False
+                    self._cond.notify_all()
+        except BaseException as e:  # surfaced in the caller's thread
+            with self._cond:
+                self._error = e
+                self._busy = False
+                self._cond.notify_all()

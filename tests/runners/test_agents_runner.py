@@ -1,0 +1,92 @@
+"""The agents runner: stacked and per-agent training and batched and per-agent acting
+compute the same thing; async learning surfaces a learning-thread failure; bad input is a
+one-line error before any work. What every runner must do is in test_conformance.py."""
+
+import threading
+
+import pytest
+import torch
+
+import shoal
+from shoal.errors import ConfigError, EnvError
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
+from shoal.runners.agents import AgentsRunner, LearningThreadError
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def harvest(tiny, **extra):
+    return [
+        "run.runner=agents",
+        "env.id='shoal/Harvest-v0'",
+        "agents.agents=3",
+        "agents.max_turns=60",
+        *tiny(**{"run__total_steps": 600, "run__learning_starts": 120, **extra}),
+    ]
+
+
+def stacked_weights(run_dir):
+    state = load_checkpoint(RunDir(run_dir).checkpoint)["learner"]
+    if isinstance(state, list):  # per-agent learners: stack them as the stacked one does
+        return {n: torch.stack([s["online"][n] for s in state]) for n in state[0]["online"]}
+    return state["online"]
+
+
+def test_stacked_per_agent_batched_and_looped_runs_are_the_same_run(tmp_path, tiny):
+    runs = {}
+    for training in ("true", "false"):
+        for actions in ("true", "false"):
+            name = f"t{training}-a{actions}"
+            over = harvest(tiny, agents__parallel_training=training)
+            over.append(f"agents.parallel_actions={actions}")
+            shoal.train("cartpole", overrides=over, run_dir=tmp_path / name)
+            runs[name] = stacked_weights(tmp_path / name)
+    ref = runs.pop("ttrue-atrue")
+    for name, weights in runs.items():
+        for k, v in ref.items():
+            assert float((weights[k] - v).abs().max()) <= 1e-5, (name, k)
+    rows = read_metrics(RunDir(tmp_path / "ttrue-atrue").metrics)
+    episode = [r for r in rows if r["kind"] == "episode"][0]
+    for column in ("return_agent_0", "return_agent_2", "efficiency", "equality", "peace"):
+        assert episode[column] != "", column
+
+
+def test_async_learning_runs_and_checkpoints_every_agent(tmp_path, tiny):
+    over = harvest(tiny, agents__async_learning="true", agents__copy_on_train="true")
+    result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert result.updates > 0
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert len(state["replays"]) == 3
+    assert state["learner"]["online"]["torso.0.weight"].shape[0] == 3
+    assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
+
+
+def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(tmp_path, tiny, monkeypatch):
+    def failing(self, replays):
+        raise ValueError("boom in the learning thread")
+
+    monkeypatch.setattr(AgentsRunner, "train_round", failing)
+    over = harvest(tiny, agents__async_learning="true", run__total_steps=3000)
+    with pytest.raises(Exception, match="boom in the learning thread") as info:
+        shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert isinstance(info.value, LearningThreadError)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert RunDir(tmp_path / "r").checkpoint.is_file()
+    assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
+
+
+@pytest.mark.parametrize(
+    ("override", "error", "needle"),
+    [
+        ("agents.agents=0", ConfigError, "agents.agents"),
+        ("agents.train_interval=0", ConfigError, "agents.train_interval"),
+        ("env.id='CartPole-v1'", EnvError, "multi-agent world"),
+        ("env.id='pettingzoo:no.such.module'", EnvError, "cannot import"),
+    ],
+)
+def test_bad_input_is_rejected_before_any_work(tmp_path, tiny, override, error, needle):
+    with pytest.raises(error, match=needle):
+        shoal.train("cartpole", overrides=[*harvest(tiny), override], run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
