@@ -234,7 +234,7 @@ def section_actions(s: Setup, reps: int, results: dict) -> None:
         "bmm": bmm,
     }
     labels = {
-        "batched": "batched (StackedActor, vmap)",
+        "batched": "batched (StackedActor)",
         "loop": "per-agent loop (StackedActor)",
         "plain": "plain: K DQN.online one by one",
         "bmm": "reference: batched matmul",

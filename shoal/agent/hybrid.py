@@ -92,6 +92,7 @@ class HybridQNetwork(QNetwork):
         lo, hi = _bounds(low, high, action_dim)
         self.n_actions = n_actions
         self.action_dim = action_dim
+        self.stackable = False  # the continuous head is written for one network
         self.cont = nn.Linear(self.width, n_actions * action_dim)
         # Buffers so that .to(device) moves them; not persistent, so that state_dict holds
         # only learned weights (the bounds come from the constructor, like the sizes).

@@ -131,13 +131,15 @@ class DQNLoss:
     ) -> tuple[Any, torch.Tensor, torch.Tensor]:
         """The online output at ``obs`` (with gradients), Q of the taken actions, and the
         TD targets (without gradients)."""
-        b = batch.obs.shape[0]
+        # Batch dimension -2: one agent's (B, ...) or K stacked agents' (K, B, ...).
+        b = batch.obs.shape[-2]
         if self.double:
             # One forward over obs and next_obs together: half the kernel launches.
-            out = self.network.apply_params(params, torch.cat([batch.obs, batch.next_obs]))
+            x = torch.cat([batch.obs, batch.next_obs], dim=-2)
+            out = self.network.apply_params(params, x)
             q_all = _q_part(out)
-            out_tm1 = tuple(o[:b] for o in out) if isinstance(out, tuple) else out[:b]
-            q_next_online = q_all[b:].detach()
+            out_tm1 = tuple(o[:b] for o in out) if isinstance(out, tuple) else out[..., :b, :]
+            q_next_online = q_all[..., b:, :].detach()
         else:
             out_tm1 = self.network.apply_params(params, batch.obs)
             q_next_online = None
@@ -160,4 +162,5 @@ class DQNLoss:
         """``(loss, td_errors)`` for one batch."""
         _, q_a, target = self.td_terms(params, target_params, batch)
         per_sample = F.huber_loss(q_a, target, reduction="none", delta=self.huber_delta)
-        return (batch.weights * per_sample).mean(), (target - q_a).detach()
+        # mean(-1): one loss per agent when K are stacked (their sum is differentiated).
+        return (batch.weights * per_sample).mean(-1), (target - q_a).detach()

