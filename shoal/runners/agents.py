@@ -121,6 +121,7 @@ class AgentsRunner(Runner):
         )
         self.epochs = 0
         self._turns_owed = 0
+        self._last_tick = (time.perf_counter(), 0)
         self._thread = _LearningThread(self) if a.async_learning else None
 
     def _agent(self, i: int) -> DQN:
@@ -271,12 +272,19 @@ class AgentsRunner(Runner):
         return returns, self.actor.params
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
-        """Samples per second over all agents."""
-        return {"samples_per_s": updates_per_s * self.cfg.dqn.batch_size * self.k}
+        """Samples per second over all agents, epochs so far and epochs per second."""
+        now = time.perf_counter()
+        last_time, last_epochs = self._last_tick
+        self._last_tick = (now, self.epochs)
+        return {
+            "samples_per_s": updates_per_s * self.cfg.dqn.batch_size * self.k,
+            "epochs": float(self.epochs),
+            "epochs_per_s": (self.epochs - last_epochs) / max(now - last_time, 1e-9),
+        }
 
     def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
-        """Epochs so far."""
-        return {"epochs": self.epochs}
+        """Epochs so far and epochs per second."""
+        return {"epochs": self.epochs, "epochs_s": tick["epochs_per_s"]}
 
     def checkpoint_guard(self) -> Any:
         """Async: no training round runs while a checkpoint is taken."""

@@ -90,3 +90,16 @@ def test_backends_load_only_when_used(tmp_path):
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.splitlines()
     assert out == ["[]", "False True"]
+
+
+def test_multi_agent_curve_has_agent_and_social_panels(tmp_path):
+    from matplotlib.image import imread
+
+    csv = tmp_path / "metrics.csv"
+    with MetricsWriter(csv) as m:
+        for i in range(30):
+            social = {"efficiency": 0.1 * i, "equality": 0.5, "sustainability": 40.0}
+            agents = {f"return_agent_{k}": float(i + k) for k in range(3)}
+            m.log("episode", 100 * (i + 1), length=100, **{"return": 3.0 * i}, **agents, **social)
+    height = imread(plot_run(csv, tmp_path / "curve.png", title="harvest")).shape[0]
+    assert height > 800  # three stacked panels (one panel is 4.5 in * 110 dpi = 495 px)
