@@ -35,6 +35,20 @@ egocentric window, 5 actions, MLP ``--hidden`` 64 64, dueling, double DQN, batch
    back from a worker (weights through torch's shared memory, optimizer moments, update
    counter, the buffer's generator) is not checked here (DESIGN.md: Pool.map trap). The
    pool's start-up is reported separately and left out of the round time.
+5. End to end, async vs sync learning at ``--e2e-k`` agents (default 32): the ``agents``
+   runner (``AgentsRunner``) on the harvest preset, epochs of ``--e2e-turns`` turns, a
+   budget of ``--e2e-steps`` turns, learning from the second epoch on, no evaluation or
+   checkpoint inside the timed part (``run.eval_every``/``checkpoint_every`` past the
+   budget), ``run.torch_threads=1`` (the learning thread applies the same). Driven as
+   ``shoal.train`` drives it (``RunLoop(runner, RunDir.create(...)).run()``); the wall
+   time runs from ``run()`` to the end of ``finish`` (every scheduled round taken), so the
+   final evaluation, checkpoint and curve are left out. The sync run's time in ``collect``
+   (t_collect) and in ``learn`` (t_learn, the training rounds) give the overlap bound
+   (t_collect + t_learn) / max(t_collect, t_learn); the async run's speed-up is
+   sync wall / async wall, also as a fraction of that bound (the goal: >= 0.8). Both runs
+   take the same turns and the same number of training rounds (checked and printed).
+   With ``--e2e-copy`` a third run uses ``agents.copy_on_train=true``. One run each,
+   after a short warm-up run (imports, first allocations) that is not reported.
 
 Fairness: every side uses the same torch intra-op thread count (``--threads``, default 1),
 set in the main thread, in every thread the executor starts and in every pool worker
@@ -47,6 +61,9 @@ before and after are printed: timings on a shared machine move with its load.
 
 Usage:
     python benchmarks/independent_agents.py [--ks 8 32 128] [--reps 15] [--quick]
+        [--sections 1 2 3 4 5] [--e2e-k 32] [--e2e-steps 8000] [--e2e-copy]
+        [--e2e-train-freq 4]
+    python benchmarks/independent_agents.py --sections 5 --e2e-copy   # only section 5
 """
 
 from __future__ import annotations
@@ -55,7 +72,9 @@ import argparse
 import multiprocessing as mp
 import os
 import platform
+import shutil
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -70,8 +89,11 @@ from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch, bootstrap_values
 from shoal.agent.stacked import StackedActor, StackedLearner, StackedLossInfo, stack_batches
 from shoal.agent.targets import td_target
-from shoal.config import DQNConfig
+from shoal.config import DQNConfig, load_config
 from shoal.replay import ReplayBuffer
+from shoal.run.directory import RunDir
+from shoal.run.loop import Collected, RunLoop
+from shoal.runners.agents import AgentsRunner
 
 N_ACTIONS = 5
 FIELDS = [f.name for f in fields(Batch)]
@@ -430,6 +452,119 @@ def section_note(s: Setup, args, pool, results: dict, pool_state: dict) -> None:
     results[("note", k)] = {name: base / sec for name, sec in t.items() if name != "loop"}
 
 
+# --- 5. end to end: async vs sync learning (the agents runner) ---------------------------
+class TimedAgents(AgentsRunner):
+    """The agents runner, timing its ``collect`` and ``learn`` calls and when ``finish``
+    returns (every scheduled training round taken)."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.t_collect = self.t_learn = self.t_finish = 0.0
+        self.finished_at = float("nan")
+
+    def collect(self, step: int) -> Collected:
+        t0 = time.perf_counter()
+        try:
+            return super().collect(step)
+        finally:
+            self.t_collect += time.perf_counter() - t0
+
+    def learn(self, step: int, new_steps: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            super().learn(step, new_steps)
+        finally:
+            self.t_learn += time.perf_counter() - t0
+
+    def finish(self) -> None:
+        t0 = time.perf_counter()
+        super().finish()
+        self.finished_at = time.perf_counter()
+        self.t_finish = self.finished_at - t0
+
+
+def agents_run(args, k: int, steps: int, async_learning: bool, copy: bool = False) -> dict:
+    """One run of the agents runner on the harvest preset; its timings and counts."""
+    turns = args.e2e_turns
+    overrides = [
+        f"agents.agents={k}",
+        f"agents.max_turns={turns}",
+        f"agents.async_learning={str(async_learning).lower()}",
+        "agents.train_interval=1",
+        f"run.train_freq={args.e2e_train_freq}",
+        f"agents.copy_on_train={str(copy).lower()}",
+        f"run.total_steps={steps}",
+        f"run.learning_starts={min(turns, steps)}",
+        f"run.eval_every={10 * steps}",
+        f"run.checkpoint_every={10 * steps}",
+        f"run.log_every={steps}",
+        "run.eval_episodes=1",
+        "run.stop_return=none",
+        "run.progress=false",
+        f"run.torch_threads={args.threads}",
+    ]
+    cfg = load_config("harvest", overrides)
+    out = tempfile.mkdtemp(prefix="shoal-bench-")
+    r = TimedAgents(cfg)
+    try:  # as shoal.train drives a runner
+        loop = RunLoop(r, RunDir.create(out, "bench"))
+        t0 = time.perf_counter()
+        result = loop.run()
+    finally:
+        r.stop()
+        r.close()
+        shutil.rmtree(out, ignore_errors=True)
+    return {
+        "wall": r.finished_at - t0,
+        "collect": r.t_collect,
+        "learn": r.t_learn,
+        "finish": r.t_finish,
+        "steps": result.env_steps,
+        "rounds": result.updates,
+        "epochs": r.epochs,
+    }
+
+
+def section_e2e(args, results: dict) -> None:
+    k, steps = args.e2e_k, args.e2e_steps
+    agents_run(args, k, 2 * args.e2e_turns, False)  # warm-up: imports, first allocations
+    agents_run(args, k, 2 * args.e2e_turns, True)
+    print(
+        f"  K = {k}: harvest preset, epochs of {args.e2e_turns} turns, {steps} turns, "
+        f"learning from turn {args.e2e_turns}, train_freq {args.e2e_train_freq} (one round "
+        f"per {args.e2e_train_freq} turns), "
+        f"train_interval 1; load average {os.getloadavg()[0]:.2f} (1 min) before"
+    )
+    sync = agents_run(args, k, steps, False)
+    runs = {"async": agents_run(args, k, steps, True)}
+    if args.e2e_copy:
+        runs["async, copy_on_train"] = agents_run(args, k, steps, True, copy=True)
+    t_c, t_l = sync["collect"], sync["learn"]
+    bound = (t_c + t_l) / max(t_c, t_l)
+    print(
+        f"    {'sync':<24} {sync['wall']:>7.2f} s  ({sync['steps']} turns, {sync['epochs']} "
+        f"epochs, {sync['rounds']} rounds); t_collect {t_c:.2f} s, t_learn {t_l:.2f} s "
+        f"-> overlap bound {bound:.2f}x"
+    )
+    for name, a in runs.items():
+        same = a["steps"] == sync["steps"] and a["rounds"] == sync["rounds"]
+        speedup = sync["wall"] / a["wall"]
+        frac = speedup / bound
+        print(
+            f"    {name:<24} {a['wall']:>7.2f} s  ({a['steps']} turns, {a['epochs']} epochs, "
+            f"{a['rounds']} rounds: {'same as sync' if same else 'DIFFERENT from sync'}); "
+            f"t_collect {a['collect']:.2f} s, t_learn {a['learn']:.3f} s (scheduling), "
+            f"waiting in finish {a['finish']:.2f} s"
+        )
+        print(
+            f"    {'':<24} speed-up {speedup:.2f}x = {frac:.2f} of the bound "
+            f"(target >= 0.8: {'MET' if frac >= 0.8 else 'MISSED'}); collection ran "
+            f"{a['collect'] / t_c:.2f}x as long as sync's"
+        )
+        results[("e2e", name)] = (speedup, frac, same)
+    results[("e2e", "bound")] = bound
+
+
 # --- main ---------------------------------------------------------------------------------
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -445,10 +580,27 @@ def main() -> None:
     parser.add_argument("--pool-budget", type=float, default=60.0, help="seconds per K")
     parser.add_argument("--no-pool", action="store_true", help="skip the process pool")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
+    parser.add_argument(
+        "--sections",
+        type=int,
+        nargs="+",
+        default=[1, 2, 3, 4, 5],
+        choices=range(1, 6),
+        help="which sections to run (e.g. --sections 5: only the end-to-end run)",
+    )
+    parser.add_argument("--e2e-k", type=int, default=32, help="agents, section 5")
+    parser.add_argument("--e2e-steps", type=int, default=8000, help="turns per run, section 5")
+    parser.add_argument("--e2e-turns", type=int, default=200, help="turns per epoch, section 5")
+    parser.add_argument(
+        "--e2e-train-freq", type=int, default=4, help="turns per round, section 5 (preset: 4)"
+    )
+    parser.add_argument("--e2e-copy", action="store_true", help="section 5: + copy_on_train")
     args = parser.parse_args()
     if args.quick:
         args.ks, args.reps, args.pool_reps = [2, 4], 2, 1
         args.hidden, args.batch, args.capacity, args.chunk = [16], 8, 64, 2
+        args.e2e_k, args.e2e_steps, args.e2e_turns = 4, 200, 50
+    sections = set(args.sections)
     torch.set_num_threads(args.threads)
     cfg = DQNConfig(hidden=list(args.hidden), batch_size=args.batch)
     t_start = time.perf_counter()
@@ -457,25 +609,43 @@ def main() -> None:
         f"start; torch {torch.__version__}, {args.threads} intra-op thread(s) on every side; "
         f"Python {platform.python_version()}"
     )
-    print(
-        f"agents: obs {args.obs_dim}, {N_ACTIONS} actions, MLP {args.hidden}, dueling, double "
-        f"DQN, batch {args.batch}, buffers of {args.capacity}; K = {args.ks}; "
-        f"median of {args.reps} round-robin samples"
-    )
+    if sections & {1, 2, 3, 4}:
+        print(
+            f"agents: obs {args.obs_dim}, {N_ACTIONS} actions, MLP {args.hidden}, dueling, double "
+            f"DQN, batch {args.batch}, buffers of {args.capacity}; K = {args.ks}; "
+            f"median of {args.reps} round-robin samples"
+        )
     setups = {}
-    for k in args.ks:
-        setups[k] = Setup(k, cfg, args.obs_dim, args.capacity, args.chunk)
+    if sections & {1, 2, 3, 4}:
+        for k in args.ks:
+            setups[k] = Setup(k, cfg, args.obs_dim, args.capacity, args.chunk)
 
     results: dict = {}
-    print("\n1. action selection, one turn (greedy, epsilon 0)")
-    for k in args.ks:
-        section_actions(setups[k], args.reps, results)
-    print("\n2. a training round: every agent one update on its own batch from its own buffer")
-    for k in args.ks:
-        section_train(setups[k], args.reps, results)
-    print("\n3. stacking method: torch.func.vmap over DQNLoss vs hand-written baddbmm MLP")
-    for k in args.ks:
-        section_stacking(setups[k], args.reps, results)
+    if 1 in sections:
+        print("\n1. action selection, one turn (greedy, epsilon 0)")
+        for k in args.ks:
+            section_actions(setups[k], args.reps, results)
+    if 2 in sections:
+        print("\n2. a training round: every agent one update on its own batch from its own buffer")
+        for k in args.ks:
+            section_train(setups[k], args.reps, results)
+    if 3 in sections:
+        print("\n3. stacking method: torch.func.vmap over DQNLoss vs hand-written baddbmm MLP")
+        for k in args.ks:
+            section_stacking(setups[k], args.reps, results)
+    if 4 in sections:
+        section_note_all(args, setups, results)
+    if 5 in sections:
+        print("\n5. end to end: async vs sync learning (agents runner, same turns and rounds)")
+        section_e2e(args, results)
+    summary(args, results)
+    print(
+        f"\nload average {os.getloadavg()[0]:.2f} (1 min) at the end; "
+        f"total {time.perf_counter() - t_start:.0f} s"
+    )
+
+
+def section_note_all(args, setups: dict, results: dict) -> None:
     print("\n4. the note's options, same round (sampling included)")
     pool, pool_state = None, {}
     if not args.no_pool:
@@ -490,9 +660,18 @@ def main() -> None:
             pool.terminate()
             pool.join()
 
+
+def summary(args, results: dict) -> None:
     print("\nsummary (speed-ups measured side by side above)")
     print(f"  {'what':<58} {'K':>4}  result")
     for (what, k), target in TARGETS.items():
+        if (
+            what == "actions"
+            and 1 not in args.sections
+            or what == "train"
+            and 2 not in args.sections
+        ):
+            continue
         label = {
             "actions": "actions: batched vs per-agent loop",
             "train": "training round, update alone: stacked vs loop",
@@ -500,12 +679,12 @@ def main() -> None:
         got = results.get((what, k))
         shown = "not measured (K not in --ks)" if got is None else verdict(got, target)
         print(f"  {label:<58} {k:>4}  {shown}")
-    for k in args.ks:
+    for k in args.ks if 2 in args.sections else []:
         print(
             f"  {'training round with sampling: stacked vs loop':<58} {k:>4}  "
             f"{results[('train-sampled', k)]:.2f}x"
         )
-    for k in args.ks:
+    for k in args.ks if 2 in args.sections else []:
         print(
             f"  {'training round, update alone: stacked with baddbmm vs loop':<58} {k:>4}  "
             f"{results[('train-bmm', k)]:.2f}x"
@@ -514,28 +693,32 @@ def main() -> None:
         if ("train-chunks", k) in results:
             label = f"training round, update alone: stacks of {args.chunk} vs loop"
             print(f"  {label:<58} {k:>4}  {results[('train-chunks', k)]:.2f}x")
-    for k in args.ks:
+    for k in args.ks if 1 in args.sections else []:
         print(
             f"  {'actions: per-agent loop vs batched matmul (reference)':<58} {k:>4}  "
             f"{results[('actions-bmm', k)]:.2f}x"
         )
-    for k in args.ks:
+    for k in args.ks if 3 in args.sections else []:
         ratio, loss_diff, grad_diff = results[("stacking", k)]
         win = "baddbmm" if ratio > 1 else "vmap"
         print(
             f"  {'stacking: vmap time / baddbmm time (loss + gradients)':<58} {k:>4}  "
             f"{ratio:.2f}x -> {win} faster (loss diff {loss_diff:.0e}, grad {grad_diff:.0e})"
         )
-    for k in args.ks:
+    for k in args.ks if 4 in args.sections else []:
         note = results[("note", k)]
         shown = ", ".join(f"{name} {v:.2f}x" for name, v in note.items())
         if "pool" not in note:
             shown += ", pool not measured"
         print(f"  {'note: speed vs the loop (sampling included)':<58} {k:>4}  {shown}")
-    print(
-        f"\nload average {os.getloadavg()[0]:.2f} (1 min) at the end; "
-        f"total {time.perf_counter() - t_start:.0f} s"
-    )
+    for (what, name), got in results.items():
+        if what != "e2e" or name == "bound":
+            continue
+        speedup, frac, same = got
+        label = f"end to end: {name} vs sync (bound {results[('e2e', 'bound')]:.2f}x)"
+        shown = f"{speedup:.2f}x = {frac:.2f} of the bound ({'MET' if frac >= 0.8 else 'MISSED'}"
+        shown += " vs >= 0.8)" if same else " vs >= 0.8; turns or rounds DIFFER)"
+        print(f"  {label:<58} {args.e2e_k:>4}  {shown}")
 
 
 if __name__ == "__main__":
