@@ -33,6 +33,8 @@ bench: $(STAMP)
 	$(PY) benchmarks/rollout_scaling.py
 	$(PY) benchmarks/connect4_selfplay.py
 	$(PY) benchmarks/startup.py
+	$(PY) benchmarks/independent_agents.py
+	$(PY) benchmarks/harvest_learning.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
