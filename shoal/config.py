@@ -225,15 +225,11 @@ class Config:
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""
-        from shoal.runners import runner_names
+        from shoal.runners import runner_class
 
         for name, section in self.sections():
             validate_fields(section, f"{name}.")
-        if self.run.runner not in runner_names():
-            allowed = ", ".join(repr(n) for n in runner_names())
-            raise ConfigError(
-                f"config key 'run.runner': {self.run.runner!r} is not one of {allowed}"
-            )
+        runner_class(self.run.runner)  # an unregistered name is a one-line ConfigError
         if self.dqn.board and len(self.dqn.board) != 3:
             raise ConfigError(
                 f"config key 'dqn.board': {self.dqn.board!r} must be [height, width, channels] "

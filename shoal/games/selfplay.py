@@ -185,8 +185,6 @@ class SelfPlay:
         self._rng = np.random.default_rng(derive_seed(seed, SELFPLAY_STREAM))
         self.seed = seed
         self.games = games
-        self.record: dict[str, float] = {}
-        """The latest evaluation's two-player record."""
 
     def worker_part(self) -> OpponentLoader:
         """What each rollout worker gets: loads the published opponent into its env."""
@@ -226,7 +224,6 @@ class SelfPlay:
                     seed=self.seed,
                 )
                 out[f"win_{name}_{'first' if first else 'second'}"] = rec["win"]
-        self.record = out
         return out
 
     def state_dict(self) -> dict[str, Any]:

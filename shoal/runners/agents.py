@@ -162,14 +162,19 @@ class AgentsRunner(Runner):
         """Play one epoch with every agent; each agent's transitions go to its own buffer."""
         if self._thread is not None:
             self._thread.raise_if_failed()
-            self._thread.refresh(self.actor)
-        else:
-            self.actor.params = self.weights()
+        self._sync_actor()
         seed = derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.epochs)
         returns, turns, social = self._play(self.env, self.epsilon(step), seed, store=True)
         self.epochs += 1
         extra = {f"return_{a}": float(r) for a, r in zip(self.ma.agents, returns)}
         return Collected(turns, [(float(returns.sum()), turns)], [{**extra, **social}])
+
+    def _sync_actor(self) -> None:
+        """Act with the latest weights: the published snapshot (async) or the live ones."""
+        if self._thread is not None:
+            self._thread.refresh(self.actor)
+        else:
+            self.actor.params = self.weights()
 
     def _play(
         self, env: Any, epsilon: float, seed: int, *, store: bool
@@ -254,10 +259,7 @@ class AgentsRunner(Runner):
             self._eval_envs = [
                 make_parallel_env(self.cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
             ]
-        if self._thread is not None:
-            self._thread.refresh(self.actor)
-        else:
-            self.actor.params = self.weights()
+        self._sync_actor()
         rngs = [copy.deepcopy(g.bit_generator.state) for g in self.actor.rngs]
         returns = np.array(
             [

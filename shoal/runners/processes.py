@@ -193,7 +193,6 @@ class ProcessesRunner(Runner):
         super().__init__(cfg)
         p = cfg.processes
         self.workers = p.workers or default_workers()
-        self.learning_steps = p.learning_steps_per_batch
         self.batches = self.restarts = 0
         self.generation = 0
         """Starts of this run (resumes included): part of every worker's seeds."""
@@ -309,7 +308,7 @@ class ProcessesRunner(Runner):
         r = self.cfg.run
         self._step = step
         if step >= r.learning_starts:
-            steps = self.learning_steps or max(
+            steps = self.cfg.processes.learning_steps_per_batch or max(
                 1, round(new_steps * r.gradient_steps / r.train_freq)
             )
             self.loss = self.learn_steps(steps)
