@@ -133,8 +133,11 @@ class DQNLoss:
         TD targets (without gradients)."""
         # Batch dimension -2: one agent's (B, ...) or K stacked agents' (K, B, ...).
         b = batch.obs.shape[-2]
-        if self.double:
-            # One forward over obs and next_obs together: half the kernel launches.
+        if self.double and batch.obs.dim() == 2:
+            # One learner is launch-bound: one forward over obs and next_obs together halves
+            # the launches. K stacked learners are compute-bound, and there the merged
+            # forward would double the backward's matmuls (zero gradients flow through the
+            # next_obs half): measured at K = 128, splitting is 1.5x faster.
             x = torch.cat([batch.obs, batch.next_obs], dim=-2)
             out = self.network.apply_params(params, x)
             q_all = _q_part(out)
@@ -143,6 +146,9 @@ class DQNLoss:
         else:
             out_tm1 = self.network.apply_params(params, batch.obs)
             q_next_online = None
+            if self.double:
+                with torch.no_grad():
+                    q_next_online = _q_part(self.network.apply_params(params, batch.next_obs))
         with torch.no_grad():
             q_next_target = _q_part(self.network.apply_params(target_params, batch.next_obs))
             value = bootstrap_values(

@@ -110,7 +110,8 @@ class StackedLearner:
         # What clip_grad_norm_ does for one learner, per agent.
         coef = (self.cfg.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
         for p, g in zip(self._param_list, grads):
-            p.grad = (g * coef.view(k, *[1] * (g.dim() - 1))).contiguous()
+            # In place: the gradients are this step's own fresh tensors.
+            p.grad = g.mul_(coef.view(k, *[1] * (g.dim() - 1))).contiguous()
         self.optimizer.step()
         for p in self._param_list:
             p.grad = None

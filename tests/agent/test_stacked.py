@@ -20,6 +20,8 @@ and the result equals K separate :class:`~shoal.agent.learner.DQN` learners, eac
 on its own batches. Everything is float32.
 """
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -184,3 +186,34 @@ def test_batched_and_per_agent_acting_choose_identical_actions():
         with torch.no_grad():
             expected = int(learner.online(torch.as_tensor(obs[k : k + 1])).argmax())
         assert actors[0].greedy(obs)[k] == expected
+
+
+@pytest.mark.timeout(120)
+def test_a_board_network_stacked_through_vmap_equals_separate_learners(one_thread):
+    """Networks that are not plain MLPs (here a conv board encoder) take the vmap path."""
+    cfg = DQNConfig(hidden=[16], board=[3, 3, 2], conv=[4], target_period=3)
+    dim = 3 * 3 * 2 + 2
+    learners = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        learners.append(DQN(dim, 2, cfg, device="cpu"))
+    stacked = StackedLearner([copy.deepcopy(d) for d in learners])
+    assert not stacked.loss.network.stackable
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        batches = []
+        for _ in learners:
+            sample = {
+                "obs": rng.normal(size=(8, dim)).astype(np.float32),
+                "action": rng.integers(2, size=8),
+                "reward": rng.normal(size=8).astype(np.float32),
+                "next_obs": rng.normal(size=(8, dim)).astype(np.float32),
+                "discount": np.full(8, 0.9, np.float32),
+            }
+            batches.append(Batch.from_numpy(sample, "cpu"))
+        for d, b in zip(learners, batches):
+            d.step(b)
+        stacked.step(stack_batches(batches))
+    for k, d in enumerate(learners):
+        for name, p in d.params.items():
+            assert float((stacked.params[name][k] - p).detach().abs().max()) <= 1e-6, name
