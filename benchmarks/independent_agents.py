@@ -7,26 +7,23 @@ egocentric window, 5 actions, MLP ``--hidden`` 64 64, dueling, double DQN, batch
 
 1. Action selection for all K agents, one turn (each agent one observation, greedy,
    epsilon 0, the per-agent exploration draw included everywhere):
-   - batched: ``StackedActor(batched=True)``, one ``vmap``-ed forward;
+   - batched: ``StackedActor(batched=True)``, one batched-matmul forward;
    - per-agent loop: ``StackedActor(batched=False)``, one forward per agent;
    - plain: K separate ``DQN.online`` networks called one by one;
-   - reference: a hand-written batched-matmul forward (``torch.baddbmm``) on the same
-     stacked weights.
+   - vmap: ``torch.func.vmap`` over ``apply_params`` on the same stacked weights (the
+     path for networks that are not plain MLPs).
    All four must pick the same actions (checked and printed).
 2. A training round: every agent one update on its own batch of ``--batch`` from its own
    ``ReplayBuffer`` (uniform; no priority updates). Reported twice: the update alone
-   (batches already tensors, sampling excluded) and with sampling (K ``sample`` calls and
-   the conversion to tensors included). Stacked: ``StackedLearner.step`` on
-   ``stack_batches`` of the K batches (with sampling also via one ``np.stack`` per field
-   and a single ``Batch.from_numpy``); loop: K calls of ``DQN.step``. Two more rows for
-   the design: the stacked update with the batched-matmul loss of section 3, and the K
-   agents as K / ``--chunk`` StackedLearners of ``--chunk`` each (smaller working set).
-3. Stacking method: the loss and its gradients for all K agents as ``StackedLearner``
-   computes them (``torch.func.vmap`` over the pure ``DQNLoss``) vs a hand-written
-   batched-matmul MLP over the same stacked parameters (``baddbmm`` with weights
-   ``(K, out, in)`` read as ``(K, in, out)``), the same double-DQN Huber loss reusing
-   shoal's ``bootstrap_values`` and ``td_target``. Max difference of losses and
-   gradients is printed; the optimizer step (identical for both) is timed separately.
+   (batches already tensors, sampling excluded) and with sampling (drawing and the
+   conversion to tensors included). Stacked: ``StackedLearner.step``, with sampling one
+   ``StackedReplay.sample`` over the K buffers (and, for reference, K ``sample`` calls
+   and ``stack_batches``); loop: K calls of ``DQN.step``. One more row: the K agents as
+   K / ``--chunk`` StackedLearners of ``--chunk`` each (a smaller working set).
+3. Stacking method: the loss and its gradients for all K agents through
+   ``torch.func.vmap`` over the pure ``DQNLoss`` vs ``StackedLearner``'s own batched
+   matmuls (``shoal.agent.networks.linear``). Max difference of losses and gradients is
+   printed; the optimizer step (identical for both) is timed separately.
 4. The note's own options for the same round of K updates, sampling included, against
    the plain loop: one Python thread per agent (a ``ThreadPoolExecutor`` of K threads,
    each task one agent's sample + ``DQN.step``), and a ``multiprocessing`` pool (spawn,
@@ -82,15 +79,12 @@ from dataclasses import fields
 
 import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import nn
 
 from shoal.agent.learner import DQN
-from shoal.agent.losses import Batch, bootstrap_values
+from shoal.agent.losses import Batch
 from shoal.agent.stacked import StackedActor, StackedLearner, StackedLossInfo, stack_batches
-from shoal.agent.targets import td_target
 from shoal.config import DQNConfig, load_config
-from shoal.replay import ReplayBuffer
+from shoal.replay import ReplayBuffer, StackedReplay
 from shoal.run.directory import RunDir
 from shoal.run.loop import Collected, RunLoop
 from shoal.runners.agents import AgentsRunner
@@ -159,6 +153,7 @@ class Setup:
         self.dqns = [DQN(obs_dim, N_ACTIONS, cfg, device="cpu") for _ in range(k)]
         self.stacked = StackedLearner(self.dqns)  # copies: the DQNs stay independent
         self.buffers = [make_buffer(i, capacity, obs_dim) for i in range(k)]
+        self.group = StackedReplay(self.buffers)  # the same buffers, items in one block
         self.batch_size = cfg.batch_size
         self.batches = [Batch.from_numpy(b.sample(cfg.batch_size), "cpu") for b in self.buffers]
         self.stacked_batch = stack_batches(self.batches)
@@ -170,52 +165,12 @@ class Setup:
                 self.chunks.append((part, stack_batches(self.batches[i : i + chunk])))
 
 
-# --- hand-written batched matmul (section 3, and the reference row of section 1) ----------
-def bmm_q(network: nn.Module, params, x: torch.Tensor) -> torch.Tensor:
-    """``QNetwork.apply_params`` for K agents at once: ``x`` is ``(K, N, obs_dim)``, each
-    weight ``(K, out, in)`` (the stacked layout), each bias ``(K, out)``; one ``baddbmm``
-    per layer. Covers the plain-MLP torso with a dueling or plain head."""
-
-    def linear(h: torch.Tensor, name: str) -> torch.Tensor:
-        w, b = params[f"{name}.weight"], params[f"{name}.bias"]
-        return torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
-
-    h = x
-    for i, layer in enumerate(network.torso):
-        if isinstance(layer, nn.Linear):
-            h = F.relu(linear(h, f"torso.{i}"))
-        elif not isinstance(layer, nn.ReLU):
-            raise TypeError(f"bmm_q handles Linear/ReLU torsos only, got {layer}")
-    if not network.dueling:
-        return linear(h, "head")
-    adv = linear(h, "advantage")
-    return linear(h, "value") + adv - adv.mean(dim=-1, keepdim=True)
-
-
-def bmm_losses(stacked: StackedLearner, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-agent double-DQN losses ``(K,)`` and TD errors ``(K, B)``: ``DQNLoss`` written
-    over a leading agent axis (one forward over obs and next_obs, as DQNLoss does)."""
-    net, loss = stacked.loss.network, stacked.loss
-    b = batch.obs.shape[1]
-    q_all = bmm_q(net, stacked.params, torch.cat([batch.obs, batch.next_obs], dim=1))
-    with torch.no_grad():
-        q_next_target = bmm_q(net, stacked.target_params, batch.next_obs)
-        value = bootstrap_values(
-            q_all[:, b:].detach(),
-            q_next_target,
-            batch.next_obs,
-            double=loss.double,
-            action_mask=loss.action_mask,
-        )
-        target = td_target(batch.reward, batch.discount, value)
-    q_a = q_all[:, :b].gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
-    per_sample = F.huber_loss(q_a, target, reduction="none", delta=loss.huber_delta)
-    return (batch.weights * per_sample).mean(dim=1), (target - q_a).detach()
-
-
-def bmm_gradients(stacked: StackedLearner, batch: Batch):
-    """What ``StackedLearner.gradients`` returns, computed with ``bmm_losses``."""
-    losses, td = bmm_losses(stacked, batch)
+# --- the vmap path (section 3, and a row of section 1) ------------------------------------
+def vmap_gradients(stacked: StackedLearner, batch: Batch):
+    """What ``StackedLearner.gradients`` returns, through its ``torch.func.vmap`` path (the
+    one it takes for networks that are not plain MLPs) instead of its batched matmuls."""
+    values = [getattr(batch, f.name) for f in fields(Batch)]
+    losses, td = stacked._vloss(stacked.params, stacked.target_params, *values)
     grads = torch.autograd.grad(losses.sum(), stacked._param_list)
     info = StackedLossInfo(losses.detach().cpu().numpy(), td.cpu().numpy())
     return list(grads), info
@@ -242,24 +197,22 @@ def section_actions(s: Setup, reps: int, results: dict) -> None:
                     actions[i] = int(q.argmax())
         return actions
 
-    def bmm() -> np.ndarray:
-        explore = np.array([rng.random() < 0.0 for rng in rngs[3]])
-        assert not explore.any()
+    def vmapped() -> np.ndarray:
         with torch.inference_mode():
-            q = bmm_q(net, params, torch.as_tensor(obs).unsqueeze(1))
+            q = batched._vq(params, torch.as_tensor(obs).unsqueeze(1))
         return q[:, 0].argmax(dim=-1).numpy()
 
     fns = {
         "batched": lambda: batched.select_actions(obs, 0.0),
         "loop": lambda: loop.select_actions(obs, 0.0),
         "plain": plain,
-        "bmm": bmm,
+        "vmap": vmapped,
     }
     labels = {
         "batched": "batched (StackedActor)",
         "loop": "per-agent loop (StackedActor)",
         "plain": "plain: K DQN.online one by one",
-        "bmm": "reference: batched matmul",
+        "vmap": "vmap over apply_params",
     }
     same = all(np.array_equal(fn(), plain()) for fn in fns.values())
     t = bench(fns, reps)
@@ -269,10 +222,10 @@ def section_actions(s: Setup, reps: int, results: dict) -> None:
         print(f"    {labels[name]:<34} {1e6 * sec:>10,.1f} us/turn  {sec / base:>6.2f}x batched")
     print(
         f"    per-agent loop / batched {t['loop'] / base:.2f}x, plain / batched "
-        f"{t['plain'] / base:.2f}x, per-agent loop / batched matmul {t['loop'] / t['bmm']:.2f}x"
+        f"{t['plain'] / base:.2f}x, per-agent loop / vmap {t['loop'] / t['vmap']:.2f}x"
     )
     results[("actions", k)] = t["loop"] / base
-    results[("actions-bmm", k)] = t["loop"] / t["bmm"]
+    results[("actions-vmap", k)] = t["loop"] / t["vmap"]
 
 
 # --- 2. a training round ------------------------------------------------------------------
@@ -288,49 +241,43 @@ def section_train(s: Setup, reps: int, results: dict) -> None:
             dqn.step(Batch.from_numpy(buf.sample(bs), "cpu"))
 
     def stacked_sampled() -> None:
-        st.step(stack_batches([Batch.from_numpy(b.sample(bs), "cpu") for b in s.buffers]))
+        st.step(Batch.from_numpy(s.group.sample(bs), "cpu"))
 
-    def stacked_sampled_np() -> None:
-        samples = [b.sample(bs) for b in s.buffers]
-        st.step(Batch.from_numpy({f: np.stack([x[f] for x in samples]) for f in FIELDS}, "cpu"))
+    def stacked_sampled_k() -> None:
+        st.step(stack_batches([Batch.from_numpy(b.sample(bs), "cpu") for b in s.buffers]))
 
     fns = {
         "loop": loop_update,
         "stacked": lambda: st.step(s.stacked_batch),
         "loop+s": loop_sampled,
         "stacked+s": stacked_sampled,
-        "stacked+s np": stacked_sampled_np,
-        "stacked bmm": lambda: st.apply(bmm_gradients(st, s.stacked_batch)[0]),
+        "stacked+s K": stacked_sampled_k,
     }
     if s.chunks:
         fns["chunks"] = lambda: [part.step(batch) for part, batch in s.chunks]
     t = bench(fns, reps)
     up = t["loop"] / t["stacked"]
     sa = t["loop+s"] / t["stacked+s"]
-    sa_np = t["loop+s"] / t["stacked+s np"]
     k = s.k
     print(f"\n  K = {k}: one round = {k} updates (ms per round, us per agent-update)")
     rows = [
         ("update alone: loop of K DQN.step", t["loop"]),
         ("update alone: StackedLearner.step", t["stacked"]),
-        ("update alone: stacked, baddbmm loss (sec. 3)", t["stacked bmm"]),
         ("with sampling: loop", t["loop+s"]),
-        ("with sampling: stacked (stack_batches)", t["stacked+s"]),
-        ("with sampling: stacked (np.stack)", t["stacked+s np"]),
+        ("with sampling: stacked, one StackedReplay draw", t["stacked+s"]),
+        ("with sampling: stacked, K draws + stack_batches", t["stacked+s K"]),
     ]
     if s.chunks:
         n, size = len(s.chunks), s.chunks[0][0].k
-        rows.insert(3, (f"update alone: {n} StackedLearners of {size} each", t["chunks"]))
+        rows.insert(2, (f"update alone: {n} StackedLearners of {size} each", t["chunks"]))
     for name, sec in rows:
-        print(f"    {name:<46} {1e3 * sec:>9.2f} ms  {1e6 * sec / k:>8.1f} us/agent")
-    extra = f", in chunks {t['loop'] / t['chunks']:.2f}x" if s.chunks else ""
+        print(f"    {name:<48} {1e3 * sec:>9.2f} ms  {1e6 * sec / k:>8.1f} us/agent")
+    extra = f" (in chunks {t['loop'] / t['chunks']:.2f}x)" if s.chunks else ""
     print(
-        f"    speed-up stacked vs loop: update alone {up:.2f}x (with baddbmm "
-        f"{t['loop'] / t['stacked bmm']:.2f}x{extra}); with sampling {sa:.2f}x "
-        f"(stack_batches), {sa_np:.2f}x (np.stack)"
+        f"    speed-up stacked vs loop: update alone {up:.2f}x{extra}; with sampling "
+        f"{sa:.2f}x (K draws + stack {t['loop+s'] / t['stacked+s K']:.2f}x)"
     )
     results[("train", k)] = up
-    results[("train-bmm", k)] = t["loop"] / t["stacked bmm"]
     results[("train-sampled", k)] = sa
     if s.chunks:
         results[("train-chunks", k)] = t["loop"] / t["chunks"]
@@ -339,15 +286,15 @@ def section_train(s: Setup, reps: int, results: dict) -> None:
 # --- 3. vmap vs batched matmul ------------------------------------------------------------
 def section_stacking(s: Setup, reps: int, results: dict) -> None:
     st, batch = s.stacked, s.stacked_batch
-    g_v, info_v = st.gradients(batch)
-    g_b, info_b = bmm_gradients(st, batch)
+    g_v, info_v = vmap_gradients(st, batch)
+    g_b, info_b = st.gradients(batch)
     loss_diff = float(np.abs(info_v.loss - info_b.loss).max())
     td_diff = float(np.abs(info_v.td_errors - info_b.td_errors).max())
     grad_diff = max(float((a - b).abs().max()) for a, b in zip(g_v, g_b))
     t = bench(
         {
-            "vmap": lambda: st.gradients(batch),
-            "bmm": lambda: bmm_gradients(st, batch),
+            "vmap": lambda: vmap_gradients(st, batch),
+            "bmm": lambda: st.gradients(batch),
             "apply": lambda: st.apply(g_v),
         },
         reps,
@@ -630,7 +577,9 @@ def main() -> None:
         for k in args.ks:
             section_train(setups[k], args.reps, results)
     if 3 in sections:
-        print("\n3. stacking method: torch.func.vmap over DQNLoss vs hand-written baddbmm MLP")
+        print(
+            "\n3. stacking method: torch.func.vmap over DQNLoss vs StackedLearner's batched matmuls"
+        )
         for k in args.ks:
             section_stacking(setups[k], args.reps, results)
     if 4 in sections:
@@ -684,19 +633,13 @@ def summary(args, results: dict) -> None:
             f"  {'training round with sampling: stacked vs loop':<58} {k:>4}  "
             f"{results[('train-sampled', k)]:.2f}x"
         )
-    for k in args.ks if 2 in args.sections else []:
-        print(
-            f"  {'training round, update alone: stacked with baddbmm vs loop':<58} {k:>4}  "
-            f"{results[('train-bmm', k)]:.2f}x"
-        )
     for k in args.ks:
         if ("train-chunks", k) in results:
             label = f"training round, update alone: stacks of {args.chunk} vs loop"
             print(f"  {label:<58} {k:>4}  {results[('train-chunks', k)]:.2f}x")
     for k in args.ks if 1 in args.sections else []:
         print(
-            f"  {'actions: per-agent loop vs batched matmul (reference)':<58} {k:>4}  "
-            f"{results[('actions-bmm', k)]:.2f}x"
+            f"  {'actions: per-agent loop vs vmap':<58} {k:>4}  {results[('actions-vmap', k)]:.2f}x"
         )
     for k in args.ks if 3 in args.sections else []:
         ratio, loss_diff, grad_diff = results[("stacking", k)]

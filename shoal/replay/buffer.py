@@ -269,6 +269,11 @@ class ReplayBuffer:
         return self._storage.specs
 
     @property
+    def storage(self) -> RingStorage:
+        """Where the items live."""
+        return self._storage
+
+    @property
     def sampler(self) -> UniformSampler | PrioritizedSampler:
         """The sampler in use (e.g. to read the current ``beta``)."""
         return self._sampler
@@ -327,15 +332,20 @@ class ReplayBuffer:
         uniform) and ``indices`` (int64, to pass back to :meth:`update_priorities`).
         Raises ``ValueError`` if the buffer is empty or ``batch_size <= 0``.
         """
-        if len(self._storage) == 0:
-            raise ValueError("cannot sample from an empty ReplayBuffer; add transitions first")
-        if batch_size <= 0:
-            raise ValueError(f"batch_size must be a positive integer (>= 1), got {batch_size}")
-        indices, weights = self._sampler.sample(len(self._storage), batch_size, self._rng)
+        indices, weights = self.sample_indices(batch_size)
         batch = self._storage.get(indices)
         batch["weights"] = weights
         batch["indices"] = indices
         return batch
+
+    def sample_indices(self, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """The indices and importance weights :meth:`sample` would draw (it draws them
+        here), without reading the items: for a caller that gathers them itself."""
+        if len(self._storage) == 0:
+            raise ValueError("cannot sample from an empty ReplayBuffer; add transitions first")
+        if batch_size <= 0:
+            raise ValueError(f"batch_size must be a positive integer (>= 1), got {batch_size}")
+        return self._sampler.sample(len(self._storage), batch_size, self._rng)
 
     def update_priorities(self, indices: np.ndarray, td_errors: np.ndarray) -> None:
         """Set priorities from TD errors (their absolute value); a no-op when uniform."""

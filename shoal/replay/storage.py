@@ -143,6 +143,28 @@ class RingStorage:
         self._size = min(self._size + batch, self._capacity)
         return indices
 
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The field arrays themselves, ``(capacity, *shape)`` each (not copies)."""
+        return dict(self._data)
+
+    def rehome(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Keep the items in ``arrays`` from now on, one ``(capacity, *shape)`` array of the
+        field's dtype per field (typically views into a block that holds several storages
+        side by side); the items held so far are copied over. Raises ``ValueError`` naming
+        the field that does not fit, and then changes nothing."""
+        self._check_keys(arrays)
+        for name, a in arrays.items():
+            want = (self._capacity, *self._shapes[name])
+            if a.shape != want or a.dtype != self._data[name].dtype:
+                raise ValueError(
+                    f"field {name!r} needs an array of shape {want} and dtype "
+                    f"{self._data[name].dtype}, got {a.shape} {a.dtype}"
+                )
+        for name, a in arrays.items():
+            a[...] = self._data[name]
+            self._data[name] = a
+
     def get(self, indices: np.ndarray) -> dict[str, np.ndarray]:
         """Return copies of the items at ``indices``, one array per field.
 

@@ -17,6 +17,7 @@ and the social outcomes (efficiency, equality, sustainability, peace).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 import time
@@ -29,12 +30,13 @@ import torch
 from shoal.agent.builder import build_epsilon, build_nstep, build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
-from shoal.agent.stacked import StackedActor, StackedLearner, stack_batches
+from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config, param
 from shoal.envs.gym_env import EnvSpec
 from shoal.envs.parallel import make_parallel_env, probe_parallel_env
 from shoal.envs.social_metrics import EpisodeMetrics
 from shoal.errors import EnvError
+from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
@@ -105,6 +107,8 @@ class AgentsRunner(Runner):
         self.learners = [self._agent(i) for i in range(self.k)]
         self.stacked = StackedLearner(self.learners) if a.parallel_training else None
         self.replays: list[Any] = [build_replay(cfg, self.spec) for _ in range(self.k)]
+        self.group = StackedReplay(self.replays)
+        self._replay_lock: Any = contextlib.nullcontext()
         self.epsilon = build_epsilon(cfg)
         self.loss = float("nan")
         self._eval_envs: list[Any] | None = None
@@ -141,20 +145,26 @@ class AgentsRunner(Runner):
         names = self.learners[0].params
         return {n: torch.stack([le.params[n].detach() for le in self.learners]) for n in names}
 
-    def train_round(self, replays: list[Any]) -> float:
-        """Every agent one update on a batch from its own buffer; returns the mean loss."""
-        b = self.cfg.dqn.batch_size
-        samples = [replay.sample(b) for replay in replays]
-        device = self.learners[0].device
-        batches = [Batch.from_numpy(s, device) for s in samples]
+    def train_round(self, group: StackedReplay) -> float:
+        """Every agent one update on a batch from its own buffer (``group.buffers[k]``);
+        returns the mean loss. Stacked: all K batches in one draw from the block, one
+        update; else agent by agent, drawing the same batches."""
+        b, device = self.cfg.dqn.batch_size, self.learners[0].device
         if self.stacked is not None:
-            info = self.stacked.step(stack_batches(batches))
-            losses, tds = info.loss, info.td_errors
-        else:
-            infos = [le.step(batch) for le, batch in zip(self.learners, batches)]
-            losses, tds = [i.loss for i in infos], [i.td_errors for i in infos]
-        for replay, sample, td in zip(replays, samples, tds):
-            replay.update_priorities(sample["indices"], td)
+            with self._replay_lock:
+                sample = group.sample(b)
+            info = self.stacked.step(Batch.from_numpy(sample, device))
+            with self._replay_lock:
+                group.update_priorities(sample["indices"], info.td_errors)
+            return float(info.loss.mean())
+        losses = []
+        for learner, buffer in zip(self.learners, group.buffers):
+            with self._replay_lock:
+                sample = buffer.sample(b)
+            info = learner.step(Batch.from_numpy(sample, device))
+            with self._replay_lock:
+                buffer.update_priorities(sample["indices"], info.td_errors)
+            losses.append(info.loss)
         return float(np.mean(losses))
 
     # --- collection: one epoch ------------------------------------------------------------------
@@ -227,7 +237,7 @@ class AgentsRunner(Runner):
             self._thread.schedule(rounds)
             return
         for _ in range(rounds):
-            self.loss = self.train_round(self.replays)
+            self.loss = self.train_round(self.group)
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -328,7 +338,11 @@ class _LearningThread:
 
     def __init__(self, runner: AgentsRunner) -> None:
         self.runner = runner
-        runner.replays = [LockedReplay(b) for b in runner.replays]
+        # One lock for all K buffers: their items share one block, which a stacked draw
+        # reads at once. Adds and draws are short; training runs outside it.
+        lock = threading.Lock()
+        runner._replay_lock = lock
+        runner.replays = [LockedReplay(b, lock) for b in runner.group.buffers]
         self.store = LocalWeightStore()
         self.store.publish(runner.weights())
         self._cond = threading.Condition()
@@ -416,11 +430,12 @@ class _LearningThread:
                         return
                     rounds = self._scheduled - self._done
                     self._busy = True
-                replays = runner.replays
+                group = runner.group
                 if runner.cfg.agents.copy_on_train:
-                    replays = [copy.deepcopy(b.buffer) for b in runner.replays]
+                    with runner._replay_lock:
+                        group = group.copy()
                 for _ in range(rounds):
-                    runner.loss = runner.train_round(replays)
+                    runner.loss = runner.train_round(group)
                     self._last_progress = time.monotonic()
                 self.store.publish(runner.weights())
                 with self._cond:

@@ -35,9 +35,11 @@ class LockedReplay:
         (1, True)
     """
 
-    def __init__(self, buffer: Replay) -> None:
+    def __init__(self, buffer: Replay, lock: threading.Lock | None = None) -> None:
         self.buffer = buffer
-        self._lock = threading.Lock()
+        self._lock = lock if lock is not None else threading.Lock()
+        """One mutex; several wrappers may share one (e.g. buffers whose items sit in one
+        block that a reader gathers from all at once)."""
 
     def __len__(self) -> int:
         """Number of items held."""

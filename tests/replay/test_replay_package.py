@@ -11,7 +11,7 @@ import pytest
 
 import shoal.replay
 
-MODULES = ["buffer", "nstep", "protocol", "samplers", "sequence", "storage", "sum_tree"]
+MODULES = ["buffer", "nstep", "protocol", "samplers", "sequence", "stacked", "storage", "sum_tree"]
 FORBIDDEN = {"threading", "multiprocessing", "concurrent", "ray", "torch"}
 
 
@@ -23,6 +23,7 @@ def test_exports():
         "ReplayBuffer",
         "RingStorage",
         "SequenceWriter",
+        "StackedReplay",
         "SumTree",
         "UniformSampler",
     ]
