@@ -325,6 +325,22 @@ class ReplayBuffer:
         indices = self._storage.add_batch(batch)
         self._sampler.on_add(indices, values)
 
+    def add_batch(
+        self,
+        batch: Mapping[str, np.ndarray],
+        priorities: Sequence[float] | np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Store ``B`` items given as one array per field (leading dimension ``B``), in
+        order; returns their indices. ``priorities`` as for :meth:`add_many`. Raises
+        ``KeyError`` / ``ValueError`` naming a missing field, a shape or a bad priority;
+        nothing is stored then."""
+        first = np.asarray(next(iter(batch.values()), np.zeros(0)))
+        count = first.shape[0] if first.ndim else 0
+        values = None if priorities is None else _check_priorities(priorities, count)
+        indices = self._storage.add_batch(batch)
+        self._sampler.on_add(indices, values)
+        return indices
+
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """Draw ``batch_size`` transitions with replacement.
 

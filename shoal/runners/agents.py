@@ -27,29 +27,30 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import build_epsilon, build_nstep, build_replay
+from shoal.agent.builder import build_epsilon, build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config, param
 from shoal.envs.gym_env import EnvSpec
 from shoal.envs.parallel import make_parallel_env, probe_parallel_env
-from shoal.envs.social_metrics import EpisodeMetrics
-from shoal.errors import EnvError
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.base import Runner
+from shoal.runners.collector import CollectorProcess
+from shoal.runners.epochs import (
+    LEARNER_STREAM,
+    EpochPlayer,
+    EpochResult,
+    actor_rngs,
+    epoch_seed,
+)
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.weights import LocalWeightStore
 
 __all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
-
-TRAIN_STREAM = 0
-ACTION_STREAM = 3
-LEARNER_STREAM = 5
-"""Seed streams: epoch resets, each agent's exploration, each agent's initial weights."""
 
 
 class LearningThreadError(RuntimeError):
@@ -72,11 +73,16 @@ class AgentsConfig:
     """A background thread trains while the caller's thread keeps collecting."""
     train_interval: int = param(1, gt=0)
     """Epochs between training phases."""
+    async_mode: str = param("process", choices=("process", "thread"))
+    """Async: 'process' plays epochs in a collector process while the caller's thread
+    trains (the two never share the GIL); 'thread' trains in a thread beside the caller's
+    collecting thread (they take turns on the GIL)."""
     copy_on_train: bool = False
-    """Async: each phase trains on a copy of the buffers taken when it starts (collection
-    never waits for the buffer locks; the copy's priority updates are dropped)."""
+    """Async thread: each phase trains on a copy of the buffers taken when it starts
+    (collection never waits for the buffer locks; the copy's priority updates are dropped)."""
     step_timeout: float = param(60.0, gt=0.0)
-    """Seconds the caller waits for the learning thread before the run fails as hung."""
+    """Seconds the caller waits for the learning thread or an epoch from the collector
+    process before the run fails as hung."""
 
 
 class AgentsRunner(Runner):
@@ -112,21 +118,22 @@ class AgentsRunner(Runner):
         self.epsilon = build_epsilon(cfg)
         self.loss = float("nan")
         self._eval_envs: list[Any] | None = None
-        seed = cfg.run.seed
-        rngs = [np.random.default_rng(derive_seed(seed, ACTION_STREAM, i)) for i in range(self.k)]
         self.actor = StackedActor(
             self.learners[0].loss.network,
             self.weights(),
             n_actions=self.ma.n_actions,
-            rngs=rngs,
+            rngs=actor_rngs(cfg, self.k),
             action_mask=cfg.dqn.action_mask,
             batched=a.parallel_actions,
             device=self.learners[0].device,
         )
+        self.player = EpochPlayer(cfg, self.env, self.ma, self.actor)
         self.epochs = 0
         self._turns_owed = 0
         self._last_tick = (time.perf_counter(), 0)
-        self._thread = _LearningThread(self) if a.async_learning else None
+        mode = a.async_mode if a.async_learning else None
+        self._thread = _LearningThread(self) if mode == "thread" else None
+        self._collector = CollectorProcess(cfg) if mode == "process" else None
 
     def _agent(self, i: int) -> DQN:
         torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
@@ -169,15 +176,46 @@ class AgentsRunner(Runner):
 
     # --- collection: one epoch ------------------------------------------------------------------
     def collect(self, step: int) -> Collected:
-        """Play one epoch with every agent; each agent's transitions go to its own buffer."""
-        if self._thread is not None:
-            self._thread.raise_if_failed()
-        self._sync_actor()
-        seed = derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.epochs)
-        returns, turns, social = self._play(self.env, self.epsilon(step), seed, store=True)
+        """Play one epoch with every agent; each agent's transitions go to its own buffer.
+        With a collector process the epoch was asked for at the end of the previous
+        ``collect`` (so it played while ``learn`` trained), and the next one is asked
+        for before returning."""
+        if self._collector is not None:
+            result = self._collected_epoch(step)
+        else:
+            if self._thread is not None:
+                self._thread.raise_if_failed()
+            self._sync_actor()
+            check = self._thread.raise_if_failed if self._thread is not None else None
+            seed = epoch_seed(self.cfg, self.epochs)
+            result = self.player.play(self.epsilon(step), seed, store=True, each_turn=check)
         self.epochs += 1
+        for buffer, transitions in zip(self.replays, result.transitions):
+            if transitions is not None:
+                buffer.add_batch(transitions)
+        if self._collector is not None:
+            self._ask_for_epoch(step + result.turns)
+        returns, turns = result.returns, result.turns
         extra = {f"return_{a}": float(r) for a, r in zip(self.ma.agents, returns)}
-        return Collected(turns, [(float(returns.sum()), turns)], [{**extra, **social}])
+        return Collected(turns, [(float(returns.sum()), turns)], [{**extra, **result.social}])
+
+    def _ask_for_epoch(self, step: int, *, rngs: bool = False) -> None:
+        """Have the collector process play epoch ``self.epochs`` (its first turn is
+        ``step``) with the current weights."""
+        assert self._collector is not None
+        states = [g.bit_generator.state for g in self.actor.rngs] if rngs else None
+        seed = epoch_seed(self.cfg, self.epochs)
+        self._collector.play(self.epsilon(step), seed, self.weights(), self.updates, states)
+
+    def _collected_epoch(self, step: int) -> EpochResult:
+        """The collector's epoch; its exploration streams become the checkpointed ones."""
+        assert self._collector is not None
+        if not self._collector.pending:  # the first epoch of a start or a resume
+            self._ask_for_epoch(step, rngs=True)
+        result, rng_states = self._collector.result(self.cfg.agents.step_timeout)
+        for g, state in zip(self.actor.rngs, rng_states):
+            g.bit_generator.state = state
+        return result
 
     def _sync_actor(self) -> None:
         """Act with the latest weights: the published snapshot (async) or the live ones."""
@@ -185,40 +223,6 @@ class AgentsRunner(Runner):
             self._thread.refresh(self.actor)
         else:
             self.actor.params = self.weights()
-
-    def _play(
-        self, env: Any, epsilon: float, seed: int, *, store: bool
-    ) -> tuple[np.ndarray, int, dict[str, float]]:
-        """One episode; returns every agent's return, the turns and the social outcomes."""
-        agents = self.ma.agents
-        obs_d, _ = env.reset(seed=seed)
-        if tuple(env.possible_agents) != agents:
-            raise EnvError(f"env.id {self.cfg.env.id!r}: the agent list changed at reset")
-        zeros = np.zeros(self.ma.obs_dim, np.float32)
-        obs = np.stack([np.asarray(obs_d.get(a, zeros), np.float32).ravel() for a in agents])
-        writers = [build_nstep(self.cfg) for _ in agents] if store else []
-        metrics, returns = EpisodeMetrics(list(agents)), np.zeros(len(agents))
-        turns = 0
-        while env.agents:
-            live = set(env.agents)
-            actions = self.actor.select_actions(obs, epsilon)
-            act = {a: int(actions[i]) for i, a in enumerate(agents) if a in live}
-            nxt_d, rew, term, trunc, infos = env.step(act)
-            nxt = np.stack([np.asarray(nxt_d.get(a, zeros), np.float32).ravel() for a in agents])
-            for i, a in enumerate(agents):
-                if a not in act:
-                    continue
-                returns[i] += rew.get(a, 0.0)
-                if store:
-                    done = (term.get(a, False), trunc.get(a, False))
-                    for tr in writers[i].append(obs[i], actions[i], rew.get(a, 0.0), nxt[i], *done):
-                        self.replays[i].add(tr)
-            tagged = {a: bool(info.get("tagged_out", False)) for a, info in infos.items()}
-            metrics.add(rew, tagged)
-            obs, turns = nxt, turns + 1
-            if self._thread is not None and store:
-                self._thread.raise_if_failed()
-        return returns, turns, metrics.result()
 
     # --- learning ------------------------------------------------------------------------------
     def learn(self, step: int, new_steps: int) -> None:
@@ -241,9 +245,11 @@ class AgentsRunner(Runner):
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the learning thread (async learning)."""
+        """Start the learning thread or the collector process (async learning)."""
         if self._thread is not None:
             self._thread.start()
+        if self._collector is not None:
+            self._collector.start()
 
     def finish(self) -> None:
         """Wait until the learning thread has taken every scheduled round."""
@@ -251,9 +257,11 @@ class AgentsRunner(Runner):
             self._thread.wait_idle()
 
     def stop(self) -> None:
-        """Stop and join the learning thread; safe to call twice."""
+        """Stop the learning thread or the collector process; safe to call twice."""
         if self._thread is not None:
             self._thread.stop()
+        if self._collector is not None:
+            self._collector.stop()
 
     def close(self) -> None:
         """Close the worlds."""
@@ -271,14 +279,9 @@ class AgentsRunner(Runner):
             ]
         self._sync_actor()
         rngs = [copy.deepcopy(g.bit_generator.state) for g in self.actor.rngs]
-        returns = np.array(
-            [
-                self._play(
-                    self._eval_envs[0], 0.0, derive_seed(r.seed, EVAL_STREAM, i), store=False
-                )[0].sum()
-                for i in range(r.eval_episodes)
-            ]
-        )
+        player = EpochPlayer(self.cfg, self._eval_envs[0], self.ma, self.actor)
+        seeds = [derive_seed(r.seed, EVAL_STREAM, i) for i in range(r.eval_episodes)]
+        returns = np.array([player.play(0.0, s, store=False).returns.sum() for s in seeds])
         for g, s in zip(self.actor.rngs, rngs):  # greedy play draws from them: undo that
             g.bit_generator.state = s
         return returns, self.actor.params

@@ -60,6 +60,15 @@ class LockedReplay:
         with self._lock:
             self.buffer.add_many(transitions, priorities=priorities)
 
+    def add_batch(
+        self,
+        batch: Mapping[str, np.ndarray],
+        priorities: Sequence[float] | np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Store items given as one array per field under one acquisition."""
+        with self._lock:
+            return self.buffer.add_batch(batch, priorities=priorities)
+
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:
         """A batch (copies: safe to use after the lock is released)."""
         with self._lock:

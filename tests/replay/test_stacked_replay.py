@@ -76,3 +76,33 @@ def test_buffers_of_different_layouts_cannot_be_grouped():
         StackedReplay([ReplayBuffer(CAP, (OBS,)), ReplayBuffer(8, (OBS,))])
     with pytest.raises(ValueError, match="at least one buffer"):
         StackedReplay([])
+
+
+def test_add_batch_stores_what_add_many_stores():
+    rng = np.random.default_rng(5)
+    items = [
+        {
+            "obs": rng.normal(size=OBS),
+            "action": int(rng.integers(5)),
+            "reward": float(rng.normal()),
+            "next_obs": rng.normal(size=OBS),
+            "discount": 0.9,
+        }
+        for _ in range(CAP + 5)  # wraps around
+    ]
+    one, other = (
+        ReplayBuffer(CAP, (OBS,), prioritized=True),
+        ReplayBuffer(CAP, (OBS,), prioritized=True),
+    )
+    priorities = rng.uniform(0.1, 2.0, size=len(items))
+    one.add_many(items, priorities=priorities)
+    stacked = {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
+    indices = other.add_batch(stacked, priorities=priorities)
+    assert indices.tolist() == [i % CAP for i in range(len(items))]
+    a, b = one.state_dict(), other.state_dict()
+    for name, v in a["storage"]["fields"].items():
+        np.testing.assert_array_equal(v, b["storage"]["fields"][name])
+    np.testing.assert_array_equal(a["sampler"]["tree"]["values"], b["sampler"]["tree"]["values"])
+    with pytest.raises(ValueError, match="priorities"):
+        other.add_batch(stacked, priorities=priorities[:-1])
+    assert len(other) == CAP

@@ -49,11 +49,13 @@ def world_id(monkeypatch, name, factory):
 
 
 def harvest(tiny, **extra):
+    """A small harvest run; async learning here means the learning thread."""
     return [
         "run.runner=agents",
         "env.id='shoal/Harvest-v0'",
         "agents.agents=3",
         "agents.max_turns=60",
+        "agents.async_mode='thread'",
         *tiny(**{"run__total_steps": 600, "run__learning_starts": 120, **extra}),
     ]
 
@@ -327,16 +329,17 @@ def test_ctrl_c_during_an_evaluation_loses_no_episode_row(tmp_path, tiny, monkey
 # --- agents that leave mid-episode ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("async_learning", ["false", "true"])
+@pytest.mark.parametrize("mode", ["sync", "thread", "process"])
 def test_an_agent_that_leaves_stores_only_its_transitions_up_to_its_departure(
-    tmp_path, tiny, worlds, async_learning
+    tmp_path, tiny, worlds, mode
 ):
     turns, leave_at = worlds.TURNS, worlds.LEAVE_AT
     over = [
         "run.runner=agents",
         "env.id='pettingzoo:leaving_world'",
         "dqn.n_step=1",  # one transition per turn played
-        f"agents.async_learning={async_learning}",
+        f"agents.async_learning={str(mode != 'sync').lower()}",
+        f"agents.async_mode={'thread' if mode == 'sync' else mode!r}",
         *tiny(run__total_steps=160, run__learning_starts=40, run__eval_every=80),
     ]
     result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")

@@ -53,8 +53,10 @@ def test_stacked_per_agent_batched_and_looped_runs_are_the_same_run(tmp_path, ti
         assert episode[column] != "", column
 
 
-def test_async_learning_runs_and_checkpoints_every_agent(tmp_path, tiny):
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_async_learning_runs_and_checkpoints_every_agent(tmp_path, tiny, mode):
     over = harvest(tiny, agents__async_learning="true", agents__copy_on_train="true")
+    over.append(f"agents.async_mode={mode!r}")
     result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert result.updates > 0
     state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
@@ -69,6 +71,7 @@ def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(tmp_path, t
 
     monkeypatch.setattr(AgentsRunner, "train_round", failing)
     over = harvest(tiny, agents__async_learning="true", run__total_steps=3000)
+    over.append("agents.async_mode='thread'")
     with pytest.raises(Exception, match="boom in the learning thread") as info:
         shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert isinstance(info.value, LearningThreadError)

@@ -1,0 +1,186 @@
+"""A collector process for the agents runner: it plays epochs while the caller trains.
+
+Why a process: the worlds are Python, and so is most of a small learner update's time
+between its many short torch calls. A learning thread beside a collecting thread takes
+turns with it on the GIL (DESIGN.md, benchmarks/RESULTS.md: async learning in a thread
+measured 0.72-0.79 of the overlap bound). Here the collector has an interpreter of its own
+and the learner keeps the caller's, so both run at once on two cores.
+
+What crosses the pipe is small and whole: the caller sends the weights to act with (numpy,
+only when they changed), the epsilon and seed of the epoch, and (after a start or a resume)
+the agents' exploration generator states; the collector answers with the epoch's result
+(returns, social outcomes, every agent's transitions as arrays) and the generator states
+after it. Nothing is shared, so nothing can be read half-written, and a dead collector
+costs at most the epoch it was playing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import traceback
+from multiprocessing import get_context
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+from shoal.agent.builder import build_network
+from shoal.agent.stacked import StackedActor
+from shoal.config import Config
+from shoal.envs.gym_env import EnvSpec
+from shoal.envs.parallel import make_parallel_env, probe_parallel_env
+from shoal.errors import ShoalError
+from shoal.runners.epochs import EpochPlayer, EpochResult, actor_rngs
+
+__all__ = ["CollectorError", "CollectorProcess", "collector_main"]
+
+
+class CollectorError(ShoalError):
+    """The collector process failed, died or went silent."""
+
+
+def collector_main(cfg: Config, conn: Connection) -> None:
+    """The collector process: build the world and an inference-only actor, then play the
+    epochs the caller asks for until told to stop or the caller is gone."""
+    # Ctrl-C in a terminal reaches the whole process group: the caller stops us.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    torch.set_num_threads(1)
+    try:
+        a = cfg.agents
+        env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+        spec = probe_parallel_env(env, cfg.env.id)
+        network = build_network(cfg, EnvSpec(spec.obs_dim, spec.n_actions))
+        actor = StackedActor(
+            network,
+            {},
+            n_actions=spec.n_actions,
+            rngs=actor_rngs(cfg, len(spec.agents)),
+            action_mask=cfg.dqn.action_mask,
+            batched=a.parallel_actions,
+        )
+        player = EpochPlayer(cfg, env, spec, actor)
+        conn.send(("ready",))
+        caller = os.getppid()
+        while os.getppid() == caller:  # a caller killed with SIGKILL cannot stop us
+            if not conn.poll(1.0):
+                continue
+            message = conn.recv()
+            if message[0] == "stop":
+                return
+            _, epsilon, seed, weights, rng_states = message
+            if weights is not None:
+                actor.params = {n: torch.from_numpy(w) for n, w in weights.items()}
+            if rng_states is not None:
+                for g, s in zip(actor.rngs, rng_states):
+                    g.bit_generator.state = s
+            result = player.play(epsilon, seed, store=True)
+            conn.send(("epoch", result, [g.bit_generator.state for g in actor.rngs]))
+    except (EOFError, BrokenPipeError):
+        return  # the caller is gone
+    except BaseException as e:  # everything else reaches the caller with its traceback
+        try:
+            conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+        except (OSError, ValueError):
+            pass
+
+
+class CollectorProcess:
+    """The caller's handle on one collector process (spawned on :meth:`start`).
+
+    Args:
+        cfg: the run's config (the process builds its own world and actor from it).
+    """
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self._ctx = get_context("spawn")
+        self._conn: Connection | None = None
+        self._proc: Any = None
+        self._sent_version: int | None = None
+        self.pending = False
+        """An epoch was asked for and its result not yet taken."""
+
+    def start(self) -> None:
+        """Spawn the process and wait until its world and actor are built (a world it
+        cannot build fails here, with the process's traceback)."""
+        conn, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(
+            target=collector_main, args=(self.cfg, child), name="shoal-collector", daemon=True
+        )
+        self._proc.start()
+        child.close()  # the child holds its end: EOF then means the child is gone
+        self._conn, self._sent_version = conn, None
+        self._receive(self.cfg.agents.step_timeout, "started")
+
+    def _receive(self, timeout: float, what: str) -> Any:
+        """The next message; raises :class:`CollectorError` if the process failed, died
+        or sent nothing for ``timeout`` seconds."""
+        assert self._conn is not None
+        deadline = time.monotonic() + timeout
+        while not self._conn.poll(0.1):
+            if not self._proc.is_alive() and not self._conn.poll(0):
+                raise CollectorError(f"the collector process died ({self._why()})")
+            if time.monotonic() > deadline:
+                raise CollectorError(
+                    f"the collector process has not {what} for {timeout} s (agents.step_timeout)"
+                )
+        try:
+            message = self._conn.recv()
+        except (EOFError, OSError) as e:
+            raise CollectorError(f"the collector process died ({self._why()})") from e
+        if message[0] == "error":
+            raise CollectorError(f"the collector process failed: {message[1]}\n{message[2]}")
+        return message
+
+    def play(
+        self,
+        epsilon: float,
+        seed: int,
+        weights: dict[str, torch.Tensor],
+        version: int,
+        rng_states: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Ask for one epoch acted with ``weights`` (sent only when ``version`` changed);
+        ``rng_states`` replace the agents' exploration generators first."""
+        if self._conn is None:
+            raise CollectorError("the collector process is not running")
+        send = None
+        if version != self._sent_version:
+            send = {n: w.detach().cpu().numpy() for n, w in weights.items()}
+        try:
+            self._conn.send(("play", epsilon, seed, send, rng_states))
+        except (BrokenPipeError, OSError) as e:
+            raise CollectorError(f"the collector process is gone ({self._why()})") from e
+        self._sent_version, self.pending = version, True
+
+    def result(self, timeout: float) -> tuple[EpochResult, list[dict[str, Any]]]:
+        """The epoch asked for, and the exploration generator states after it. Raises
+        :class:`CollectorError` if the process failed, died, or sent nothing for
+        ``timeout`` seconds (``agents.step_timeout``)."""
+        assert self.pending
+        message = self._receive(timeout, "sent an epoch")
+        self.pending = False
+        return message[1], message[2]
+
+    def _why(self) -> str:
+        code = self._proc.exitcode if self._proc is not None else None
+        return "still running" if code is None else f"exit code {code}"
+
+    def stop(self) -> None:
+        """Stop the process (asked first, killed if it does not go); safe to call twice."""
+        if self._proc is None:
+            return
+        try:
+            assert self._conn is not None
+            self._conn.send(("stop",))
+        except (BrokenPipeError, OSError):
+            pass
+        self._proc.join(2.0)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5.0)
+        if self._conn is not None:
+            self._conn.close()
+        self._proc, self._conn, self.pending = None, None, False

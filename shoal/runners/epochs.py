@@ -1,0 +1,128 @@
+"""One epoch of a multi-agent world played by K stacked agents.
+
+The agents runner's unit of collection, in one place so that it runs the same in the
+caller's process (sync learning, the learning thread, evaluation) and in a collector
+process (:mod:`shoal.runners.collector`). The turn structure is the world's (harvest:
+entities first, then every agent observes, chooses and acts); here every live agent's
+action comes from one batched forward, and each agent's n-step transitions are kept apart
+for its own buffer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shoal.agent.builder import build_nstep
+from shoal.agent.stacked import StackedActor
+from shoal.config import Config
+from shoal.envs.parallel import MultiAgentSpec
+from shoal.envs.social_metrics import EpisodeMetrics
+from shoal.errors import EnvError
+from shoal.run.seeding import derive_seed
+
+__all__ = ["EpochPlayer", "EpochResult", "actor_rngs", "epoch_seed"]
+
+TRAIN_STREAM = 0
+ACTION_STREAM = 3
+LEARNER_STREAM = 5
+"""Seed streams: epoch resets, each agent's exploration, each agent's initial weights."""
+
+
+def actor_rngs(cfg: Config, k: int) -> list[np.random.Generator]:
+    """The K agents' exploration generators, the same wherever the epochs are played."""
+    return [np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM, i)) for i in range(k)]
+
+
+def epoch_seed(cfg: Config, epoch: int) -> int:
+    """The reset seed of training epoch ``epoch``."""
+    return derive_seed(cfg.run.seed, TRAIN_STREAM, epoch)
+
+
+@dataclass
+class EpochResult:
+    """What one epoch produced."""
+
+    returns: np.ndarray
+    """Every agent's return, ``(K,)`` in ``possible_agents`` order."""
+    turns: int
+    social: dict[str, float]
+    """The social outcomes (efficiency, equality, sustainability, peace)."""
+    transitions: list[dict[str, np.ndarray] | None]
+    """Agent k's n-step transitions as stacked fields (``None``: none stored)."""
+
+
+class EpochPlayer:
+    """Plays epochs of ``env`` with ``actor`` (K agents' stacked weights).
+
+    Args:
+        cfg: the run's config (``env.id`` for errors, n-step settings).
+        env: the world (a PettingZoo ``ParallelEnv``).
+        spec: the world's agents and shapes (:func:`~shoal.envs.parallel.probe_parallel_env`).
+        actor: picks all K actions at once.
+    """
+
+    def __init__(self, cfg: Config, env: Any, spec: MultiAgentSpec, actor: StackedActor) -> None:
+        self.cfg = cfg
+        self.env = env
+        self.spec = spec
+        self.actor = actor
+
+    def _observe(self, obs: dict[str, Any]) -> np.ndarray:
+        # An agent that has left observes zeros (its row is never used again).
+        zeros = np.zeros(self.spec.obs_dim, np.float32)
+        return np.stack(
+            [np.asarray(obs.get(a, zeros), np.float32).ravel() for a in self.spec.agents]
+        )
+
+    def play(
+        self,
+        epsilon: float,
+        seed: int,
+        *,
+        store: bool,
+        each_turn: Callable[[], None] | None = None,
+    ) -> EpochResult:
+        """One epoch from ``env.reset(seed=seed)``; ``store`` keeps every agent's
+        transitions; ``each_turn`` runs after every turn (e.g. to surface a failure
+        elsewhere). Raises ``EnvError`` if the world's agent list changed."""
+        agents, env = self.spec.agents, self.env
+        obs_d, _ = env.reset(seed=seed)
+        if tuple(env.possible_agents) != agents:
+            raise EnvError(
+                f"env.id {self.cfg.env.id!r}: the agent list changed at reset "
+                f"({list(agents)} -> {list(env.possible_agents)})"
+            )
+        obs = self._observe(obs_d)
+        writers = [build_nstep(self.cfg) for _ in agents] if store else []
+        kept: list[list[dict[str, Any]]] = [[] for _ in agents]
+        metrics, returns = EpisodeMetrics(list(agents)), np.zeros(len(agents))
+        turns = 0
+        while env.agents:
+            live = set(env.agents)
+            actions = self.actor.select_actions(obs, epsilon)
+            act = {a: int(actions[i]) for i, a in enumerate(agents) if a in live}
+            nxt_d, rew, term, trunc, infos = env.step(act)
+            nxt = self._observe(nxt_d)
+            for i, a in enumerate(agents):
+                if a not in act:
+                    continue
+                returns[i] += rew.get(a, 0.0)
+                if store:
+                    done = (term.get(a, False), trunc.get(a, False))
+                    kept[i] += writers[i].append(obs[i], actions[i], rew.get(a, 0.0), nxt[i], *done)
+            tagged = {a: bool(info.get("tagged_out", False)) for a, info in infos.items()}
+            metrics.add(rew, tagged)
+            obs, turns = nxt, turns + 1
+            if each_turn is not None:
+                each_turn()
+        transitions = [_stack(items) if items else None for items in kept]
+        return EpochResult(returns, turns, metrics.result(), transitions)
+
+
+def _stack(items: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """A list of transitions as one array per field."""
+    return {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
