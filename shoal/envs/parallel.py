@@ -17,7 +17,13 @@ import numpy as np
 
 from shoal.errors import EnvError
 
-__all__ = ["HARVEST_ID", "MultiAgentSpec", "make_parallel_env", "probe_parallel_env"]
+__all__ = [
+    "HARVEST_ID",
+    "MultiAgentSpec",
+    "check_same_agents",
+    "make_parallel_env",
+    "probe_parallel_env",
+]
 
 HARVEST_ID = "shoal/Harvest-v0"
 """The id of shoal's commons harvest."""
@@ -85,3 +91,13 @@ def probe_parallel_env(env: Any, env_id: str) -> MultiAgentSpec:
             f"action counts {sorted(actions)}; stacked learners need one of each"
         )
     return MultiAgentSpec(agents, int(np.prod(shapes.pop())), actions.pop())
+
+
+def check_same_agents(env: Any, env_id: str, agents: tuple[str, ...]) -> None:
+    """Raise ``EnvError`` if the world's ``possible_agents`` (after a reset) are no longer
+    ``agents``: each name owns a learner and a buffer, so names cannot change."""
+    if tuple(env.possible_agents) != agents:
+        raise EnvError(
+            f"env.id {env_id!r}: the agent list changed at reset "
+            f"({list(agents)} -> {list(env.possible_agents)})"
+        )

@@ -265,7 +265,7 @@ class RunLoop:
         return self._result()
 
     def _train(self, metrics: MetricsWriter, bar: TrainProgress) -> None:
-        """collect -> learn -> evaluate -> tick -> episode rows -> stop? -> checkpoint."""
+        """collect -> episode rows -> learn -> evaluate -> tick -> stop? -> checkpoint."""
         c, r, runner = self.c, self.cfg.run, self.runner
         next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
         next_tick = (c["step"] // r.log_every + 1) * r.log_every
@@ -274,6 +274,8 @@ class RunLoop:
         while not stop:
             got = runner.collect(c["step"])
             c["step"] += got.steps
+            if got.episodes:  # now: a checkpoint after a Ctrl-C below counts these steps
+                self._episode_rows(metrics, got)
             runner.learn(c["step"], got.steps)
             if c["step"] >= next_eval:
                 self.evaluate(metrics)
@@ -282,8 +284,6 @@ class RunLoop:
             if c["step"] >= next_tick:
                 self._tick(metrics, bar, rates)
                 next_tick = (c["step"] // r.log_every + 1) * r.log_every
-            if got.episodes:
-                self._episode_rows(metrics, got)
             if not runner.at_boundary():
                 continue
             if c["step"] >= r.total_steps or runner.done(c["episode"]):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,7 @@ from shoal.agent.losses import Batch
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config, param
 from shoal.envs.gym_env import EnvSpec
-from shoal.envs.parallel import make_parallel_env, probe_parallel_env
+from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
@@ -47,14 +46,9 @@ from shoal.runners.epochs import (
     actor_rngs,
     epoch_seed,
 )
-from shoal.sync.locked_replay import LockedReplay
-from shoal.sync.weights import LocalWeightStore
+from shoal.runners.learning_thread import LearningThread, LearningThreadError
 
 __all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
-
-
-class LearningThreadError(RuntimeError):
-    """The background learning thread failed or hung; the cause is the ``__cause__``."""
 
 
 @dataclass
@@ -97,7 +91,9 @@ class AgentsRunner(Runner):
         """Make the world once and check it (before any work starts)."""
         env = make_parallel_env(cfg.env.id, num_agents=cfg.agents.agents, max_turns=1)
         try:
-            probe_parallel_env(env, cfg.env.id)
+            agents = probe_parallel_env(env, cfg.env.id).agents
+            env.reset(seed=0)
+            check_same_agents(env, cfg.env.id, agents)
         finally:
             env.close()
 
@@ -114,7 +110,7 @@ class AgentsRunner(Runner):
         self.stacked = StackedLearner(self.learners) if a.parallel_training else None
         self.replays: list[Any] = [build_replay(cfg, self.spec) for _ in range(self.k)]
         self.group = StackedReplay(self.replays)
-        self._replay_lock: Any = contextlib.nullcontext()
+        self.replay_lock: Any = contextlib.nullcontext()
         self.epsilon = build_epsilon(cfg)
         self.loss = float("nan")
         self._eval_envs: list[Any] | None = None
@@ -132,7 +128,7 @@ class AgentsRunner(Runner):
         self._turns_owed = 0
         self._last_tick = (time.perf_counter(), 0)
         mode = a.async_mode if a.async_learning else None
-        self._thread = _LearningThread(self) if mode == "thread" else None
+        self._thread = LearningThread(self) if mode == "thread" else None
         self._collector = CollectorProcess(cfg) if mode == "process" else None
 
     def _agent(self, i: int) -> DQN:
@@ -158,18 +154,18 @@ class AgentsRunner(Runner):
         update; else agent by agent, drawing the same batches."""
         b, device = self.cfg.dqn.batch_size, self.learners[0].device
         if self.stacked is not None:
-            with self._replay_lock:
+            with self.replay_lock:
                 sample = group.sample(b)
             info = self.stacked.step(Batch.from_numpy(sample, device))
-            with self._replay_lock:
+            with self.replay_lock:
                 group.update_priorities(sample["indices"], info.td_errors)
             return float(info.loss.mean())
         losses = []
         for learner, buffer in zip(self.learners, group.buffers):
-            with self._replay_lock:
+            with self.replay_lock:
                 sample = buffer.sample(b)
             info = learner.step(Batch.from_numpy(sample, device))
-            with self._replay_lock:
+            with self.replay_lock:
                 buffer.update_priorities(sample["indices"], info.td_errors)
             losses.append(info.loss)
         return float(np.mean(losses))
@@ -333,120 +329,3 @@ class AgentsRunner(Runner):
         for g, s in zip(self.actor.rngs, state["rng"]["actions"]):
             g.bit_generator.state = s
         self.epochs, self._turns_owed = state["epochs"], state["turns_owed"]
-
-
-class _LearningThread:
-    """The background learner of async learning: takes scheduled rounds, publishes the
-    weights after each phase, surfaces its failures in the caller's thread."""
-
-    def __init__(self, runner: AgentsRunner) -> None:
-        self.runner = runner
-        # One lock for all K buffers: their items share one block, which a stacked draw
-        # reads at once. Adds and draws are short; training runs outside it.
-        lock = threading.Lock()
-        runner._replay_lock = lock
-        runner.replays = [LockedReplay(b, lock) for b in runner.group.buffers]
-        self.store = LocalWeightStore()
-        self.store.publish(runner.weights())
-        self._cond = threading.Condition()
-        self._scheduled = self._done = 0
-        self._pause = 0
-        self._stop = False
-        self._error: BaseException | None = None
-        self._thread: threading.Thread | None = None
-        self._last_progress = time.monotonic()
-
-    def start(self) -> None:
-        self._thread = threading.Thread(
-            target=self._run, args=(torch.get_num_threads(),), name="shoal-agents-learner"
-        )
-        self._thread.daemon = True
-        self._thread.start()
-
-    def schedule(self, rounds: int) -> None:
-        with self._cond:
-            self._scheduled += rounds
-            self._cond.notify_all()
-
-    def refresh(self, actor: StackedActor) -> None:
-        got = self.store.pull(actor.version)
-        if got is not None:
-            actor.params, actor.version = got.state, got.version
-
-    def raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise LearningThreadError(f"the learning thread failed: {self._error!r}") from (
-                self._error
-            )
-
-    def wait_idle(self) -> None:
-        """Until every scheduled round is done; a thread making no progress for
-        ``step_timeout`` seconds fails the run."""
-        timeout = self.runner.cfg.agents.step_timeout
-        with self._cond:
-            while self._done < self._scheduled and self._error is None:
-                self._cond.wait(0.1)
-                if time.monotonic() - self._last_progress > timeout:
-                    raise LearningThreadError(
-                        f"the learning thread made no progress for {timeout} s"
-                    )
-        self.raise_if_failed()
-
-    def paused(self) -> Any:
-        thread = self
-
-        class _Pause:
-            def __enter__(self) -> None:
-                with thread._cond:
-                    thread._pause += 1
-                    while thread._busy and thread._error is None:
-                        thread._cond.wait(0.1)
-
-            def __exit__(self, *exc: Any) -> None:
-                with thread._cond:
-                    thread._pause -= 1
-                    thread._cond.notify_all()
-
-        return _Pause()
-
-    _busy = False
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stop = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(self.runner.cfg.agents.step_timeout)
-            if self._thread.is_alive():
-                raise LearningThreadError("the learning thread did not stop")
-            self._thread = None
-
-    def _run(self, torch_threads: int) -> None:
-        torch.set_num_threads(torch_threads)  # per OS thread (see DESIGN.md)
-        runner = self.runner
-        try:
-            while True:
-                with self._cond:
-                    while not self._stop and (self._done >= self._scheduled or self._pause):
-                        self._cond.wait(0.1)
-                    if self._stop:
-                        return
-                    rounds = self._scheduled - self._done
-                    self._busy = True
-                group = runner.group
-                if runner.cfg.agents.copy_on_train:
-                    with runner._replay_lock:
-                        group = group.copy()
-                for _ in range(rounds):
-                    runner.loss = runner.train_round(group)
-                    self._last_progress = time.monotonic()
-                self.store.publish(runner.weights())
-                with self._cond:
-                    self._done += rounds
-                    self._busy = False
-                    self._cond.notify_all()
-        except BaseException as e:  # surfaced in the caller's thread
-            with self._cond:
-                self._error = e
-                self._busy = False
-                self._cond.notify_all()

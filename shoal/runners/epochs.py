@@ -19,9 +19,8 @@ import numpy as np
 from shoal.agent.builder import build_nstep
 from shoal.agent.stacked import StackedActor
 from shoal.config import Config
-from shoal.envs.parallel import MultiAgentSpec
+from shoal.envs.parallel import MultiAgentSpec, check_same_agents
 from shoal.envs.social_metrics import EpisodeMetrics
-from shoal.errors import EnvError
 from shoal.run.seeding import derive_seed
 
 __all__ = ["EpochPlayer", "EpochResult", "actor_rngs", "epoch_seed"]
@@ -91,11 +90,7 @@ class EpochPlayer:
         elsewhere). Raises ``EnvError`` if the world's agent list changed."""
         agents, env = self.spec.agents, self.env
         obs_d, _ = env.reset(seed=seed)
-        if tuple(env.possible_agents) != agents:
-            raise EnvError(
-                f"env.id {self.cfg.env.id!r}: the agent list changed at reset "
-                f"({list(agents)} -> {list(env.possible_agents)})"
-            )
+        check_same_agents(env, self.cfg.env.id, agents)
         obs = self._observe(obs_d)
         writers = [build_nstep(self.cfg) for _ in agents] if store else []
         kept: list[list[dict[str, Any]]] = [[] for _ in agents]

@@ -76,14 +76,6 @@ def episode_rows(run_dir):
 
 # --- a hung or slow learning thread ----------------------------------------------------------
 
-HANG_BUG = (
-    "a hung learning round hangs the run: AgentsRunner.checkpoint_guard -> "
-    "_LearningThread.paused().__enter__ waits while the thread is busy with no step_timeout "
-    "(agents.py), so a periodic checkpoint, or the checkpoint RunLoop writes after the "
-    "LearningThreadError, blocks until the round returns; and api._run's finally calls "
-    "runner.stop() again, whose 'did not stop' error replaces the loop's 'no progress' one"
-)
-
 
 def hang_learning(monkeypatch, release):
     def hung(self, replays):
@@ -93,7 +85,6 @@ def hang_learning(monkeypatch, release):
     monkeypatch.setattr(AgentsRunner, "train_round", hung)
 
 
-@pytest.mark.xfail(strict=True, reason=HANG_BUG)
 def test_a_hung_learning_step_fails_the_run_within_step_timeout(tmp_path, tiny, monkeypatch):
     # No periodic checkpoint: the hang shows when the run ends and waits for the scheduled
     # rounds (finish); the only checkpoint is the one RunLoop writes after the error.
@@ -117,7 +108,6 @@ def test_a_hung_learning_step_fails_the_run_within_step_timeout(tmp_path, tiny, 
         join_shoal_threads()
 
 
-@pytest.mark.xfail(strict=True, reason=HANG_BUG)
 def test_a_hung_learning_step_does_not_hang_a_periodic_checkpoint(tmp_path, tiny, monkeypatch):
     release = threading.Event()
     hang_learning(monkeypatch, release)
@@ -137,14 +127,6 @@ def test_a_hung_learning_step_does_not_hang_a_periodic_checkpoint(tmp_path, tiny
         join_shoal_threads()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "_LearningThread._last_progress is set only after a round: time the thread spent "
-        "idle waiting for work counts as 'no progress', so wait_idle fails a thread that "
-        "just started its phase once the previous phase ended more than step_timeout ago"
-    ),
-)
 def test_a_slow_but_progressing_learning_thread_is_not_declared_hung(tmp_path, tiny, monkeypatch):
     # Every round of the last phase takes 0.3 s (well under step_timeout=1.0), but the
     # last epoch took 2 s to collect while the thread, with nothing to do, sat idle.
@@ -247,14 +229,6 @@ def test_ctrl_c_during_async_learning_checkpoints_stops_the_thread_and_resumes(
     assert not shoal_threads()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "_LearningThread._run takes every round of a phase before it looks at _stop: "
-        "Ctrl-C waits for the whole phase, stop() gives up after step_timeout ('the "
-        "learning thread did not stop') and the checkpoint guard then waits for the rest"
-    ),
-)
 def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
     tmp_path, tiny, monkeypatch, capfd
 ):
@@ -298,15 +272,6 @@ def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
         join_shoal_threads()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "RunLoop._train counts a collect's steps (c['step'] += got.steps) before it "
-        "evaluates but logs the collect's episode rows only after the evaluation and the "
-        "tick: Ctrl-C (or an error) in an evaluation checkpoints steps whose episodes have "
-        "no row, and a resumed run's metrics never get them"
-    ),
-)
 def test_ctrl_c_during_an_evaluation_loses_no_episode_row(tmp_path, tiny, monkeypatch):
     original = AgentsRunner.evaluate
 
