@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +39,7 @@ from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.base import Runner
-from shoal.runners.collector import CollectorProcess
+from shoal.runners.collector import CollectorError, CollectorProcess
 from shoal.runners.epochs import (
     LEARNER_STREAM,
     EpochPlayer,
@@ -49,6 +50,9 @@ from shoal.runners.epochs import (
 from shoal.runners.learning_thread import LearningThread, LearningThreadError
 
 __all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
+
+MAX_COLLECTOR_FAILURES = 3
+"""Collector processes lost in a row (died or silent) before the run fails."""
 
 
 @dataclass
@@ -130,6 +134,7 @@ class AgentsRunner(Runner):
         mode = a.async_mode if a.async_learning else None
         self._thread = LearningThread(self) if mode == "thread" else None
         self._collector = CollectorProcess(cfg) if mode == "process" else None
+        self.collector_restarts = 0
 
     def _agent(self, i: int) -> DQN:
         torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
@@ -204,11 +209,25 @@ class AgentsRunner(Runner):
         self._collector.play(self.epsilon(step), seed, self.weights(), self.updates, states)
 
     def _collected_epoch(self, step: int) -> EpochResult:
-        """The collector's epoch; its exploration streams become the checkpointed ones."""
-        assert self._collector is not None
-        if not self._collector.pending:  # the first epoch of a start or a resume
-            self._ask_for_epoch(step, rngs=True)
-        result, rng_states = self._collector.result(self.cfg.agents.step_timeout)
+        """The collector's epoch; its exploration streams become the checkpointed ones.
+        A collector that died or went silent is replaced and the epoch replayed from its
+        start (nothing of it reached a buffer), up to ``MAX_COLLECTOR_FAILURES`` times in
+        a row."""
+        collector = self._collector
+        assert collector is not None
+        for failures in range(MAX_COLLECTOR_FAILURES):
+            if not collector.pending:  # the first epoch of a start, a resume or a restart
+                self._ask_for_epoch(step, rngs=True)
+            try:
+                result, rng_states = collector.result(self.cfg.agents.step_timeout)
+                break
+            except CollectorError as e:
+                if not e.lost or failures + 1 == MAX_COLLECTOR_FAILURES:
+                    raise
+                print(f"shoal: restarting the collector process: {e}", file=sys.stderr)
+                collector.stop()
+                collector.start()
+                self.collector_restarts += 1
         for g, state in zip(self.actor.rngs, rng_states):
             g.bit_generator.state = state
         return result
@@ -291,6 +310,7 @@ class AgentsRunner(Runner):
             "samples_per_s": updates_per_s * self.cfg.dqn.batch_size * self.k,
             "epochs": float(self.epochs),
             "epochs_per_s": (self.epochs - last_epochs) / max(now - last_time, 1e-9),
+            **({"collector_restarts": self.collector_restarts} if self._collector else {}),
         }
 
     def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:

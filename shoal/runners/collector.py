@@ -40,6 +40,12 @@ __all__ = ["CollectorError", "CollectorProcess", "collector_main"]
 class CollectorError(ShoalError):
     """The collector process failed, died or went silent."""
 
+    def __init__(self, message: str, *, lost: bool = True) -> None:
+        super().__init__(message)
+        self.lost = lost
+        """The process is gone or silent (a new one may replay the epoch); False when the
+        epoch itself raised (it would raise again)."""
+
 
 def collector_main(cfg: Config, conn: Connection) -> None:
     """The collector process: build the world and an inference-only actor, then play the
@@ -131,7 +137,9 @@ class CollectorProcess:
         except (EOFError, OSError) as e:
             raise CollectorError(f"the collector process died ({self._why()})") from e
         if message[0] == "error":
-            raise CollectorError(f"the collector process failed: {message[1]}\n{message[2]}")
+            raise CollectorError(
+                f"the collector process failed: {message[1]}\n{message[2]}", lost=False
+            )
         return message
 
     def play(

@@ -120,3 +120,24 @@ class CountingHarvest(HarvestEnv):
         self.live_turns.update(rewards.keys())  # the agents live at the step's start
         self.left.update(a for a, gone in term.items() if gone)
         return obs, rewards, term, trunc, infos
+
+
+class FailingWorld(ToyWorld):
+    """The leaving world, failing in the third step of every episode after the first:
+    a probe (a reset) and the first epoch pass, later epochs raise."""
+
+    episodes = 0
+
+    def reset(self, seed: int | None = None, options: dict | None = None) -> Any:
+        FailingWorld.episodes += 1
+        return super().reset(seed=seed, options=options)
+
+    def step(self, actions: dict[str, Any]) -> Any:
+        if FailingWorld.episodes > 2 and self.turn == 2:
+            raise RuntimeError("the world broke in turn 2")
+        return super().step(actions)
+
+
+def failing_env() -> ToyWorld:
+    """A world whose epochs fail after the first (see :class:`FailingWorld`)."""
+    return FailingWorld()

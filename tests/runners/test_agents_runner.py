@@ -2,7 +2,11 @@
 compute the same thing; async learning surfaces a learning-thread failure; bad input is a
 one-line error before any work. What every runner must do is in test_conformance.py."""
 
+import multiprocessing
+import os
+import signal
 import threading
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,6 +17,7 @@ from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 from shoal.runners.agents import AgentsRunner, LearningThreadError
+from shoal.runners.collector import CollectorError
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -93,3 +98,77 @@ def test_bad_input_is_rejected_before_any_work(tmp_path, tiny, override, error, 
     with pytest.raises(error, match=needle):
         shoal.train("cartpole", overrides=[*harvest(tiny), override], run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+# --- async learning with a collector process -----------------------------------------------
+
+
+def with_collector(over):
+    return [*over, "agents.async_learning=true", "agents.async_mode='process'"]
+
+
+def test_a_killed_collector_process_is_replaced_and_the_run_completes(tmp_path, tiny, monkeypatch):
+    original, killed = AgentsRunner.collect, []
+
+    def collect(self, step):
+        if self.epochs == 3 and not killed:  # it is playing epoch 3 now
+            killed.append(self._collector._proc.pid)
+            os.kill(killed[0], signal.SIGKILL)
+        return original(self, step)
+
+    monkeypatch.setattr(AgentsRunner, "collect", collect)
+    over = with_collector(harvest(tiny))
+    result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert killed and result.env_steps == 600 and result.updates > 0
+    rows = read_metrics(RunDir(tmp_path / "r").metrics)
+    restarts = [float(r["collector_restarts"]) for r in rows if r.get("collector_restarts")]
+    assert restarts and max(restarts) == 1
+    episodes = [r for r in rows if r["kind"] == "episode"]
+    assert [int(r["step"]) for r in episodes] == list(range(60, 601, 60))  # epoch 3 replayed
+    assert not multiprocessing.active_children()
+
+
+def test_a_world_failing_in_the_collector_fails_the_run_with_its_traceback(
+    tmp_path, tiny, monkeypatch
+):
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    over = with_collector(
+        [
+            "run.runner=agents",
+            "env.id='pettingzoo:failing_world'",
+            *tiny(run__total_steps=160, run__learning_starts=8),
+        ]
+    )
+    with pytest.raises(CollectorError, match="the world broke in turn 2") as info:
+        shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert (
+        "Traceback" in str(info.value) and not info.value.lost
+    )  # not restarted: it would fail again
+    assert load_checkpoint(RunDir(tmp_path / "r").checkpoint)["loop"]["step"] == 16
+    assert not multiprocessing.active_children()
+
+
+def test_ctrl_c_with_a_collector_process_stops_it_checkpoints_and_resumes(
+    tmp_path, tiny, monkeypatch
+):
+    original, fired = AgentsRunner.learn, []
+
+    def learn(self, step, new_steps):
+        if self.epochs == 4 and not fired:  # while the collector plays epoch 4
+            fired.append(step)
+            raise KeyboardInterrupt
+        return original(self, step, new_steps)
+
+    monkeypatch.setattr(AgentsRunner, "learn", learn)
+    over = with_collector(harvest(tiny, run__checkpoint_every=100000))
+    with pytest.raises(KeyboardInterrupt):
+        shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert fired == [240] and not multiprocessing.active_children()
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert state["loop"]["step"] == 240 and state["epochs"] == 4
+    monkeypatch.undo()
+    result = shoal.train(resume=tmp_path / "r")
+    assert result.env_steps == 600
+    episodes = [r for r in read_metrics(RunDir(tmp_path / "r").metrics) if r["kind"] == "episode"]
+    assert [int(r["episode"]) for r in episodes] == list(range(10))  # none lost, none twice
+    assert not multiprocessing.active_children()
