@@ -36,41 +36,25 @@ import shoal
 from shoal.config import load_config
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
-from shoal.runners.agents import AgentsRunner
+from shoal.runners.epochs import checkpoint_weights, play_epochs
 
 SOCIAL = ("efficiency", "equality", "sustainability", "peace")
 EVAL_SEED = 7_000_000
 """Episode seeds of the comparison: EVAL_SEED + i (neither training's nor evaluation's)."""
 
 
-def play(runner: AgentsRunner, epsilon: float, episodes: int) -> dict[str, Any]:
-    """``episodes`` episodes of ``runner``'s agents at ``epsilon`` on the comparison seeds:
-    collective returns, per-agent returns ``(episodes, K)`` and the mean social outcomes."""
-    per_agent, social = [], []
-    for i in range(episodes):
-        returns, _, outcomes = runner._play(runner.env, epsilon, EVAL_SEED + i, store=False)
-        per_agent.append(returns)
-        social.append(outcomes)
-    per_agent_arr = np.array(per_agent)
+def play(cfg: Any, epsilon: float, episodes: int, params: Any = None) -> dict[str, Any]:
+    """``episodes`` episodes of K agents (``params``: stacked weights, None: initial) at
+    ``epsilon`` on the comparison seeds: collective returns, per-agent returns
+    ``(episodes, K)`` and the mean social outcomes."""
+    seeds = [EVAL_SEED + i for i in range(episodes)]
+    results = play_epochs(cfg, seeds, epsilon=epsilon, params=params)
+    per_agent_arr = np.array([r.returns for r in results])
     return {
         "collective": per_agent_arr.sum(axis=1),
         "per_agent": per_agent_arr,
-        **{k: float(np.mean([s[k] for s in social])) for k in SOCIAL},
+        **{k: float(np.mean([r.social[k] for r in results])) for k in SOCIAL},
     }
-
-
-def stacked_online(state: Any) -> dict[str, torch.Tensor]:
-    """The stacked ``(K, ...)`` online weights of a checkpoint's learner state."""
-    if isinstance(state, list):  # per-agent learners (parallel_training = false)
-        return {n: torch.stack([s["online"][n] for s in state]) for n in state[0]["online"]}
-    return state["online"]
-
-
-def runner_for(cfg: Any, weights: dict[str, torch.Tensor] | None = None) -> AgentsRunner:
-    runner = AgentsRunner(cfg)
-    if weights is not None:
-        runner.actor.params = {k: v.to(runner.learners[0].device) for k, v in weights.items()}
-    return runner
 
 
 def summary(name: str, res: dict[str, Any]) -> dict[str, Any]:
@@ -144,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     t = time.perf_counter()
-    rand = summary("random (eps 1)", play(runner_for(cfg), 1.0, args.episodes))
+    rand = summary("random (eps 1)", play(cfg, 1.0, args.episodes))
     print(f"random agents: {time.perf_counter() - t:.1f} s", flush=True)
     rows = [rand]
     result: dict[str, Any] = {"machine": machine(), "overrides": over, "random": rand}
@@ -156,9 +140,9 @@ def main(argv: list[str] | None = None) -> int:
             wall = time.perf_counter() - t
             run = RunDir.open(run_dir)
             path = run.best if args.checkpoint == "best" and run.best.is_file() else run.checkpoint
-            weights = stacked_online(load_checkpoint(path)["learner"])
+            weights = checkpoint_weights(load_checkpoint(path)["learner"])
             trained = summary(
-                f"trained ({args.checkpoint})", play(runner_for(cfg, weights), 0.0, args.episodes)
+                f"trained ({args.checkpoint})", play(cfg, 0.0, args.episodes, weights)
             )
         rows.append(trained)
         ratio = trained["collective"] / max(rand["collective"], 1e-9)

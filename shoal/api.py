@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -21,7 +21,10 @@ from shoal.errors import ConfigError
 from shoal.run.directory import RunDir
 from shoal.run.loop import TrainResult
 
-__all__ = ["TrainResult", "evaluate_run", "plot", "train", "train_dqn"]
+if TYPE_CHECKING:
+    from shoal.runners.epochs import EpochResult
+
+__all__ = ["TrainResult", "evaluate_run", "play_run", "plot", "train", "train_dqn"]
 
 CHECKPOINTS = ("best", "latest")
 """Which checkpoint ``evaluate_run`` reads: the best evaluation's weights or the latest."""
@@ -143,18 +146,11 @@ def train_dqn(
     return train(config, overrides=[*values, *overrides], run_dir=run_dir)
 
 
-def evaluate_run(
-    run_dir: str | Path,
-    episodes: int = 20,
-    seed: int | None = None,
-    checkpoint: str = "best",
-) -> np.ndarray:
-    """Greedy returns of a run's ``best`` (default) or ``latest`` checkpoint over
-    ``episodes`` fresh episodes."""
-    from shoal.agent.builder import build_actor, build_learner
-    from shoal.envs import make_env, probe_env
+def _open_checkpoint(
+    run_dir: str | Path, episodes: int, checkpoint: str
+) -> tuple[Config, dict[str, Any]]:
+    """A finished or stopped run's config and its ``best`` or ``latest`` checkpoint."""
     from shoal.run.checkpoint import load_checkpoint
-    from shoal.run.evaluation import evaluate
 
     if episodes <= 0:
         raise ConfigError(f"episodes: {episodes} is out of range; allowed: > 0")
@@ -165,7 +161,31 @@ def evaluate_run(
     path = run.best if checkpoint == "best" else run.checkpoint
     if checkpoint == "best" and not path.is_file():
         path = run.checkpoint  # a run stopped before its first evaluation has only latest
-    state = load_checkpoint(path)
+    return cfg, load_checkpoint(path)
+
+
+def _multi_agent(cfg: Config) -> bool:
+    from shoal.runners import runner_class
+
+    return bool(getattr(runner_class(cfg.run.runner), "multi_agent", False))
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    episodes: int = 20,
+    seed: int | None = None,
+    checkpoint: str = "best",
+) -> np.ndarray:
+    """Greedy returns of a run's ``best`` (default) or ``latest`` checkpoint over
+    ``episodes`` fresh episodes (a multi-agent run: the collective return of each)."""
+    from shoal.agent.builder import build_actor, build_learner
+    from shoal.envs import make_env, probe_env
+    from shoal.run.evaluation import evaluate
+
+    cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
+    if _multi_agent(cfg):
+        played = play_run(run_dir, episodes, seed, checkpoint)
+        return np.array([float(r.returns.sum()) for r in played])
     spec = probe_env(cfg.env)
     learner = build_learner(cfg, spec)
     learner.online.load_state_dict(state["learner"]["online"])
@@ -184,6 +204,36 @@ def evaluate_run(
     finally:
         for env in envs:
             env.close()
+
+
+def play_run(
+    run_dir: str | Path,
+    episodes: int = 20,
+    seed: int | None = None,
+    checkpoint: str = "best",
+    *,
+    epsilon: float = 0.0,
+) -> list[EpochResult]:
+    """Episodes of a multi-agent run's agents (its ``best`` or ``latest`` weights), greedy
+    unless ``epsilon`` says otherwise: every agent's return, the turns and the social
+    outcomes of each (:class:`~shoal.runners.epochs.EpochResult`). Episode k resets with a
+    seed derived from ``seed`` (default: the run's seed + 1, starts its evaluations never
+    saw) and k, so two runs, or trained and random agents (``epsilon=1``), meet the same
+    worlds."""
+    from shoal.run.evaluation import EVAL_STREAM
+    from shoal.run.seeding import derive_seed
+    from shoal.runners.epochs import checkpoint_weights, play_epochs
+
+    cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
+    if not _multi_agent(cfg):
+        raise ConfigError(
+            f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
+            "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
+        )
+    base = cfg.run.seed + 1 if seed is None else seed
+    seeds = [derive_seed(base, EVAL_STREAM, k) for k in range(episodes)]
+    params = checkpoint_weights(state["learner"])
+    return play_epochs(cfg, seeds, epsilon=epsilon, params=params)
 
 
 def plot(run_dir: str | Path) -> Path:

@@ -26,13 +26,10 @@ from typing import Any
 
 import torch
 
-from shoal.agent.builder import build_network
-from shoal.agent.stacked import StackedActor
 from shoal.config import Config
-from shoal.envs.gym_env import EnvSpec
-from shoal.envs.parallel import make_parallel_env, probe_parallel_env
+from shoal.envs.parallel import make_parallel_env
 from shoal.errors import ShoalError
-from shoal.runners.epochs import EpochPlayer, EpochResult, actor_rngs
+from shoal.runners.epochs import EpochResult, build_player
 
 __all__ = ["CollectorError", "CollectorProcess", "collector_main"]
 
@@ -56,17 +53,8 @@ def collector_main(cfg: Config, conn: Connection) -> None:
     try:
         a = cfg.agents
         env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
-        spec = probe_parallel_env(env, cfg.env.id)
-        network = build_network(cfg, EnvSpec(spec.obs_dim, spec.n_actions))
-        actor = StackedActor(
-            network,
-            {},
-            n_actions=spec.n_actions,
-            rngs=actor_rngs(cfg, len(spec.agents)),
-            action_mask=cfg.dqn.action_mask,
-            batched=a.parallel_actions,
-        )
-        player = EpochPlayer(cfg, env, spec, actor)
+        player = build_player(cfg, env)
+        actor = player.actor
         conn.send(("ready",))
         caller = os.getppid()
         while os.getppid() == caller:  # a caller killed with SIGKILL cannot stop us

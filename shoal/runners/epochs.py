@@ -15,15 +15,31 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
-from shoal.agent.builder import build_nstep
+from shoal.agent.builder import build_network, build_nstep
+from shoal.agent.networks import Params
 from shoal.agent.stacked import StackedActor
 from shoal.config import Config
-from shoal.envs.parallel import MultiAgentSpec, check_same_agents
+from shoal.envs.gym_env import EnvSpec
+from shoal.envs.parallel import (
+    MultiAgentSpec,
+    check_same_agents,
+    make_parallel_env,
+    probe_parallel_env,
+)
 from shoal.envs.social_metrics import EpisodeMetrics
 from shoal.run.seeding import derive_seed
 
-__all__ = ["EpochPlayer", "EpochResult", "actor_rngs", "epoch_seed"]
+__all__ = [
+    "EpochPlayer",
+    "EpochResult",
+    "actor_rngs",
+    "build_player",
+    "checkpoint_weights",
+    "epoch_seed",
+    "play_epochs",
+]
 
 TRAIN_STREAM = 0
 ACTION_STREAM = 3
@@ -121,3 +137,54 @@ class EpochPlayer:
 def _stack(items: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """A list of transitions as one array per field."""
     return {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
+
+
+def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPlayer:
+    """A player of ``env`` with an inference-only actor over stacked ``params`` (``None``:
+    each agent's initial weights, as the agents runner draws them)."""
+    spec = probe_parallel_env(env, cfg.env.id)
+    network = build_network(cfg, EnvSpec(spec.obs_dim, spec.n_actions))
+    if params is None:
+        with torch.random.fork_rng():
+            nets = []
+            for i in range(len(spec.agents)):
+                torch.manual_seed(derive_seed(cfg.run.seed, LEARNER_STREAM, i))
+                nets.append(build_network(cfg, EnvSpec(spec.obs_dim, spec.n_actions)))
+        params = {
+            n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
+            for n, _ in network.named_parameters()
+        }
+    actor = StackedActor(
+        network,
+        params,
+        n_actions=spec.n_actions,
+        rngs=actor_rngs(cfg, len(spec.agents)),
+        action_mask=cfg.dqn.action_mask,
+        batched=cfg.agents.parallel_actions,
+    )
+    return EpochPlayer(cfg, env, spec, actor)
+
+
+def play_epochs(
+    cfg: Config, seeds: list[int], *, epsilon: float = 0.0, params: Params | None = None
+) -> list[EpochResult]:
+    """One epoch per reset seed in a world of ``cfg`` with K agents acting on stacked
+    ``params`` (e.g. :func:`checkpoint_weights` of a run's checkpoint; ``None``: initial
+    weights), at ``epsilon`` (0: greedy, 1: uniformly random), storing nothing. The way to
+    compare trained agents with random ones on the same seeds."""
+    a = cfg.agents
+    env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+    try:
+        player = build_player(cfg, env, params)
+        return [player.play(epsilon, seed, store=False) for seed in seeds]
+    finally:
+        env.close()
+
+
+def checkpoint_weights(learner_state: Any) -> dict[str, torch.Tensor]:
+    """The stacked ``(K, ...)`` online weights in an agents-runner checkpoint's
+    ``learner`` entry (stacked, or a list of per-agent learners)."""
+    if isinstance(learner_state, list):  # parallel_training = false
+        online = [s["online"] for s in learner_state]
+        return {n: torch.stack([o[n] for o in online]) for n in online[0]}
+    return dict(learner_state["online"])

@@ -10,7 +10,7 @@ import shoal
 from shoal.config import load_config
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
-from shoal.runners.agents import AgentsRunner
+from shoal.runners.epochs import checkpoint_weights, play_epochs
 
 AGENTS = 3
 TURNS = 50
@@ -36,9 +36,9 @@ def overrides(tmp_path, seed):
     ]
 
 
-def play(runner, epsilon):
-    """Per-agent returns ``(EPISODES, K)`` of ``runner``'s agents on the fixed seeds."""
-    return np.array([runner._play(runner.env, epsilon, s, store=False)[0] for s in SEEDS])
+def play(cfg, epsilon, params=None):
+    """Per-agent returns ``(EPISODES, K)`` on the fixed seeds."""
+    return np.array([r.returns for r in play_epochs(cfg, SEEDS, epsilon=epsilon, params=params)])
 
 
 @pytest.mark.slow
@@ -48,10 +48,9 @@ def test_trained_agents_beat_random_agents_on_the_same_seeds(tmp_path, seed):
     over = overrides(tmp_path, seed)
     shoal.train("harvest", overrides=over, run_dir=tmp_path / "run")
     cfg = load_config("harvest", over)
-    random = play(AgentsRunner(cfg), 1.0)
-    runner = AgentsRunner(cfg)
-    runner.actor.params = load_checkpoint(RunDir(tmp_path / "run").checkpoint)["learner"]["online"]
-    trained = play(runner, 0.0)
+    random = play(cfg, 1.0)
+    state = load_checkpoint(RunDir(tmp_path / "run").checkpoint)
+    trained = play(cfg, 0.0, checkpoint_weights(state["learner"]))
     collective_random, collective_trained = random.sum(1).mean(), trained.sum(1).mean()
     assert collective_trained >= MARGIN * collective_random, (collective_trained, random)
     per_agent = trained.mean(0)

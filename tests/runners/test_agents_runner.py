@@ -172,3 +172,17 @@ def test_ctrl_c_with_a_collector_process_stops_it_checkpoints_and_resumes(
     episodes = [r for r in read_metrics(RunDir(tmp_path / "r").metrics) if r["kind"] == "episode"]
     assert [int(r["episode"]) for r in episodes] == list(range(10))  # none lost, none twice
     assert not multiprocessing.active_children()
+
+
+def test_a_multi_agent_run_plays_and_evaluates_through_the_public_api(tmp_path, tiny):
+    shoal.train("cartpole", overrides=harvest(tiny), run_dir=tmp_path / "r")
+    played = shoal.play_run(tmp_path / "r", 3, seed=5, checkpoint="latest")
+    assert len(played) == 3 and all(r.returns.shape == (3,) and r.turns == 60 for r in played)
+    assert {"efficiency", "equality", "sustainability", "peace"} <= set(played[0].social)
+    again = shoal.evaluate_run(tmp_path / "r", 3, seed=5, checkpoint="latest")
+    assert again.tolist() == [float(r.returns.sum()) for r in played]  # same worlds, greedy
+    random = shoal.play_run(tmp_path / "r", 3, seed=5, checkpoint="latest", epsilon=1.0)
+    assert [r.returns.tolist() for r in random] != [r.returns.tolist() for r in played]
+    shoal.train("cartpole", overrides=tiny(), run_dir=tmp_path / "single")
+    with pytest.raises(ConfigError, match="multi-agent run"):
+        shoal.play_run(tmp_path / "single", 2)
