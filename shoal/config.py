@@ -168,7 +168,8 @@ class RunConfig:
     eval_every: int = param(2_000, gt=0)
     """Env steps between greedy evaluations."""
     eval_episodes: int = param(20, gt=0)
-    """Episodes per greedy evaluation (run side by side, one batched forward per step)."""
+    """Episodes per greedy evaluation (single-agent envs run side by side, one batched
+    forward per step; a multi-agent world plays them one after another)."""
     stop_return: float | None = None
     """Stop once a greedy evaluation's mean return reaches this (None: never stop early)."""
     checkpoint_every: int = param(10_000, gt=0)
