@@ -93,5 +93,17 @@ class StackedReplay:
 
     def copy(self) -> StackedReplay:
         """An independent copy: copied buffers (cursors, priorities, generators) in a
-        block of their own."""
-        return StackedReplay([copy.deepcopy(b) for b in self.buffers])
+        block of their own. Only the items held are copied, not the empty slots of a
+        large, part-filled block."""
+        new = StackedReplay.__new__(StackedReplay)
+        new.block = {name: np.zeros(a.shape, a.dtype) for name, a in self.block.items()}
+        new.buffers, new._rows = [], self._rows
+        for i, b in enumerate(self.buffers):
+            rows = {name: a[i] for name, a in new.block.items()}
+            # The deep copy takes the new block's rows in place of the storage's arrays.
+            old = b.storage.arrays
+            clone = copy.deepcopy(b, {id(old[name]): row for name, row in rows.items()})
+            for name, row in rows.items():
+                row[: len(b)] = old[name][: len(b)]
+            new.buffers.append(clone)
+        return new

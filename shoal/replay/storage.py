@@ -151,7 +151,8 @@ class RingStorage:
     def rehome(self, arrays: Mapping[str, np.ndarray]) -> None:
         """Keep the items in ``arrays`` from now on, one ``(capacity, *shape)`` array of the
         field's dtype per field (typically views into a block that holds several storages
-        side by side); the items held so far are copied over. Raises ``ValueError`` naming
+        side by side); the items held so far are copied over (the slots past them are
+        not: nothing reads them before an add writes them). Raises ``ValueError`` naming
         the field that does not fit, and then changes nothing."""
         self._check_keys(arrays)
         for name, a in arrays.items():
@@ -162,7 +163,7 @@ class RingStorage:
                     f"{self._data[name].dtype}, got {a.shape} {a.dtype}"
                 )
         for name, a in arrays.items():
-            a[...] = self._data[name]
+            a[: self._size] = self._data[name][: self._size]  # slots past the items are unused
             self._data[name] = a
 
     def get(self, indices: np.ndarray) -> dict[str, np.ndarray]:

@@ -62,6 +62,10 @@ def test_buffers_stay_separate_and_checkpoints_reach_the_block():
     np.testing.assert_array_equal(batch["obs"][2], rows["obs"])
     grouped[2].load_state_dict(state)
     copied = group.copy()
+    for b, c in zip(group.buffers, copied.buffers):  # each in its own group's block
+        assert np.shares_memory(c.storage.arrays["obs"], copied.block["obs"])
+        assert not np.shares_memory(c.storage.arrays["obs"], group.block["obs"])
+        assert len(c) == len(b)
     before = {n: a.copy() for n, a in copied.block.items()}
     np.testing.assert_array_equal(before["obs"], group.block["obs"])
     fill(grouped, np.random.default_rng(3), 3)  # the copy does not see later adds
