@@ -26,11 +26,20 @@ import sys  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 
 RUNNERS = runner_names()
+ASYNC = ["agents.async_learning=true"]
+VARIANTS = {
+    "agents/process": [*ASYNC, "agents.async_mode='process'"],
+    "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
+}
+"""Configurations of a runner that run on other threads or processes: they go through
+the artifact and Ctrl-C checks too."""
+CASES = RUNNERS + list(VARIANTS)
 pytestmark = pytest.mark.timeout(300)
 
 
-def runner_overrides(name, tiny=None, **extra):
-    base = [f"run.runner={name}"]
+def runner_overrides(case, tiny=None, **extra):
+    name = case.split("/")[0]
+    base = [f"run.runner={name}", *VARIANTS.get(case, [])]
     if runner_class(name).multi_agent:  # a small multi-agent world instead of CartPole
         base += ["env.id='shoal/Harvest-v0'", "agents.agents=2", "agents.max_turns=50"]
     if name == "processes":
@@ -45,7 +54,7 @@ def no_leftovers():
     assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
 
 
-@pytest.mark.parametrize("name", RUNNERS)
+@pytest.mark.parametrize("name", CASES)
 def test_writes_every_artifact(name, tmp_path, tiny, no_shm_leak):
     result = shoal.train("cartpole", overrides=runner_overrides(name, tiny), run_dir=tmp_path / "r")
     run = RunDir(tmp_path / "r")
@@ -63,9 +72,9 @@ def test_writes_every_artifact(name, tmp_path, tiny, no_shm_leak):
     no_leftovers()
 
 
-@pytest.mark.parametrize("name", RUNNERS)
+@pytest.mark.parametrize("name", CASES)
 def test_ctrl_c_checkpoints_and_resume_continues(name, tmp_path, tiny, monkeypatch, no_shm_leak):
-    cls = runner_class(name)
+    cls = runner_class(name.split("/")[0])
     original = cls.learn
     calls = {"n": 0}
 
