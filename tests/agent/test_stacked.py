@@ -33,7 +33,7 @@ from shoal.config import DQNConfig
 
 K = 4
 OBS_DIM, N_ACTIONS, BATCH = 4, 3, 32
-UPDATES = 50
+UPDATES = 100
 
 
 def make_batches(rng):
