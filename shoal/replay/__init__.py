@@ -16,6 +16,7 @@ from shoal.replay.nstep import NStepWriter
 from shoal.replay.protocol import Replay
 from shoal.replay.samplers import PrioritizedSampler, UniformSampler
 from shoal.replay.sequence import SequenceWriter
+from shoal.replay.service import ReplayService
 from shoal.replay.stacked import StackedReplay
 from shoal.replay.storage import RingStorage
 from shoal.replay.sum_tree import SumTree
@@ -25,6 +26,7 @@ __all__ = [
     "PrioritizedSampler",
     "Replay",
     "ReplayBuffer",
+    "ReplayService",
     "RingStorage",
     "SequenceWriter",
     "StackedReplay",

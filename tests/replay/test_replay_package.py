@@ -11,7 +11,17 @@ import pytest
 
 import shoal.replay
 
-MODULES = ["buffer", "nstep", "protocol", "samplers", "sequence", "stacked", "storage", "sum_tree"]
+MODULES = [
+    "buffer",
+    "nstep",
+    "protocol",
+    "samplers",
+    "sequence",
+    "service",
+    "stacked",
+    "storage",
+    "sum_tree",
+]
 FORBIDDEN = {"threading", "multiprocessing", "concurrent", "ray", "torch"}
 
 
@@ -21,6 +31,7 @@ def test_exports():
         "PrioritizedSampler",
         "Replay",
         "ReplayBuffer",
+        "ReplayService",
         "RingStorage",
         "SequenceWriter",
         "StackedReplay",
