@@ -104,7 +104,14 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         "--workers",
         type=_positive_int,
         metavar="N",
-        help="rollout worker processes of the processes runner (sets processes.workers)",
+        help="rollout worker processes of the processes runner, or actors of the ray "
+        "runner (sets processes.workers or ray.actors)",
+    )
+    train.add_argument(
+        "--ray-address",
+        metavar="HOST:PORT",
+        help="a running Ray cluster for the ray runner to join (sets ray.address; default: "
+        "RAY_ADDRESS, else a local Ray for the run)",
     )
     train.add_argument(
         "--agents",
@@ -215,7 +222,9 @@ def _train(args: argparse.Namespace) -> int:
         "run.device": args.device,
         "run.out": args.out,
         "threads.learner_threads": args.learner_threads,
-        "processes.workers": args.workers,
+        "processes.workers": args.workers if args.runner != "ray" else None,
+        "ray.actors": args.workers if args.runner == "ray" else None,
+        "ray.address": args.ray_address,
         "agents.agents": args.agents,
     }
     # Shortcut flags go first so that an explicit --set wins.

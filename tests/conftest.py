@@ -63,3 +63,21 @@ def no_leaked_shared_memory():
     yield
     leaked = _shm_names() - before
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray for every test that needs it (starting one costs seconds), on a
+    loopback address other than 127.0.0.1 (Ray rewrites that one to the machine's network
+    address); the ray runner joins it and leaves it running."""
+    ray = pytest.importorskip("ray")
+    if not ray.is_initialized():
+        ray.init(
+            address="local",
+            num_cpus=4,
+            include_dashboard=False,
+            log_to_driver=False,
+            _node_ip_address="127.0.0.2",
+        )
+    yield ray
+    ray.shutdown()

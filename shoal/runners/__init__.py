@@ -34,6 +34,7 @@ RUNNERS: dict[str, Any] = {
     "threads": "shoal.runners.threads:ThreadsRunner",
     "processes": "shoal.runners.processes:ProcessesRunner",
     "agents": "shoal.runners.agents:AgentsRunner",
+    "ray": "shoal.runners.apex:RayRunner",
 }
 """``run.runner`` name -> runner class, or ``"module:Class"`` loaded on first use."""
 

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from shoal.agent.builder import build_actor, build_nstep
+from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config, param
 from shoal.envs import make_env, probe_env
 from shoal.errors import ShoalError
@@ -95,13 +96,6 @@ class Episode:
     """What plug-ins attached (self-play: the opponent snapshot played against)."""
 
 
-def _worker_epsilon(base: float, worker: int, workers: int, spread: float) -> float:
-    """Ape-X style per-worker epsilon: base ** (1 + spread * i / (N - 1)); spread 0 = same."""
-    if spread == 0 or workers == 1:
-        return base
-    return base ** (1 + spread * worker / (workers - 1))
-
-
 def rollout_worker(
     worker: int,
     incarnation: int,
@@ -134,7 +128,7 @@ def rollout_worker(
     while os.getppid() == learner:
         if actor.update():
             meta = actor.meta
-            actor.epsilon = _worker_epsilon(meta["epsilon"], worker, workers, meta["eps_spread"])
+            actor.epsilon = actor_epsilon(meta["epsilon"], worker, workers, meta["eps_spread"])
         ep_meta: dict[str, float] = {}
         for plugin in plugins:
             ep_meta.update(plugin.before_episode(env, actor))

@@ -37,6 +37,14 @@ CASES = RUNNERS + list(VARIANTS)
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.fixture(autouse=True)
+def shared_ray(request):
+    """The ray runner's cases run in the session's one local Ray."""
+    name = request.node.callspec.params.get("name", "") if hasattr(request.node, "callspec") else ""
+    if name.split("/")[0] == "ray":
+        request.getfixturevalue("ray_session")
+
+
 def runner_overrides(case, tiny=None, **extra):
     name = case.split("/")[0]
     base = [f"run.runner={name}", *VARIANTS.get(case, [])]
@@ -44,6 +52,8 @@ def runner_overrides(case, tiny=None, **extra):
         base += ["env.id='shoal/Harvest-v0'", "agents.agents=2", "agents.max_turns=50"]
     if name == "processes":
         base.append("processes.workers=2")
+    if name == "ray":
+        base.append("ray.actors=2")
     if name == "threads":
         base.append("threads.learner_threads=2")
     return base + (tiny(**extra) if tiny is not None else [])

@@ -1,0 +1,283 @@
+"""The ray runner: Ape-X on Ray (scheme 5).
+
+N actor actors play with inference-only networks and per-actor exploration
+(``eps ** (1 + alpha * i / (N - 1))``), compute their transitions' initial priorities and
+send whole episodes to one replay actor (shoal's prioritized replay behind
+:class:`~shoal.replay.ReplayService`, which drops priority updates for slots rewritten
+since they were drawn). One learner, in the caller's process, takes double-DQN n-step
+steps with importance weights on batches it asks for ``ray.prefetch`` ahead, sends the new
+priorities back, and every ``ray.publish_every`` updates puts a numpy copy of its weights in
+the object store (:class:`~shoal.sync.ray_weights.RayWeightStore`); actors pull anything
+newer every ``ray.pull_every`` env steps.
+
+With no address shoal starts a local Ray for the run (``address="local"``, no dashboard)
+and shuts it down at the end; ``ray.address`` (``--ray-address`` or ``RAY_ADDRESS``) joins
+a running cluster and leaves it running. Actors take fractional CPUs, so there may be more
+of them than cores. Ray is an optional extra (``pip install 'shoal[ray]'``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shoal.agent.builder import build_replay
+from shoal.config import Config, param
+from shoal.envs.gym_env import EnvSpec
+from shoal.errors import ConfigError, EnvError, ShoalError
+from shoal.replay import ReplayService
+from shoal.run.loop import Collected
+from shoal.runners.apex_actor import RolloutActor
+from shoal.runners.base import Runner
+
+__all__ = ["RayConfig", "RayRunner", "ReplayActor"]
+
+
+@dataclass
+class RayConfig:
+    """The ray runner: Ape-X actors, a replay actor and one learner on Ray."""
+
+    actors: int = param(2, gt=0)
+    """Actor actors playing the env (``--workers``)."""
+    address: str | None = None
+    """A running Ray cluster to join (HOST:PORT); none: start a local Ray for the run
+    (``RAY_ADDRESS`` is read too)."""
+    num_cpus: int | None = param(None, gt=0)
+    """CPUs of the local Ray (none: the machine's)."""
+    actor_cpus: float = param(0.5, gt=0.0)
+    """CPUs each actor asks Ray for (fractions let actors outnumber cores)."""
+    node_ip_address: str | None = None
+    """The local Ray's node address (tests: a loopback address such as 127.0.0.2)."""
+    steps_per_call: int = param(100, gt=0)
+    """Env steps an actor plays per call (the driver hears of finished episodes then)."""
+    publish_every: int = param(10, gt=0)
+    """Learner updates between weight publishes."""
+    pull_every: int = param(100, gt=0)
+    """Env steps between an actor's checks for newer weights."""
+    eps_alpha: float = param(7.0, ge=0.0)
+    """Ape-X's per-actor exploration exponent alpha."""
+    max_inflight: int = param(2, gt=0)
+    """Episodes an actor may have sent to replay and not yet had answered."""
+    prefetch: int = param(2, gt=0)
+    """Batches the learner has asked the replay actor for ahead of use."""
+    max_restarts: int = param(3, ge=0)
+    """Restarts Ray grants each actor (an actor killed mid-run comes back this often)."""
+    timeout: float = param(120.0, gt=0.0)
+    """Seconds the driver waits for any actor or the replay before failing the run."""
+
+
+class ReplayActor(ReplayService):
+    """The replay actor: a :class:`~shoal.replay.ReplayService` over the run's prioritized
+    buffer, built inside the actor (so no empty buffer travels)."""
+
+    def __init__(self, cfg: Config, spec: EnvSpec) -> None:
+        replay = dataclasses.replace(cfg.replay, prioritized=True)  # Ape-X's replay
+        super().__init__(build_replay(dataclasses.replace(cfg, replay=replay), spec))
+
+    def size(self) -> int:
+        """Items held."""
+        return len(self)
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise ConfigError(
+            "run.runner 'ray' needs Ray: pip install 'shoal[ray]' (or pip install ray)"
+        ) from e
+    return ray
+
+
+class RayRunner(Runner):
+    """Ape-X on Ray: actor actors, a prioritized replay actor, one learner."""
+
+    section = ("ray", RayConfig)
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """Ray importable, a discrete-action env."""
+        _ray()
+        super().check(cfg)
+        from shoal.envs import probe_env
+
+        if probe_env(cfg.env).hybrid:
+            raise EnvError(f"env.id {cfg.env.id!r}: the ray runner plays Discrete actions only")
+
+    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the learner
+        super().__init__(cfg)
+        self.ray = _ray()
+        self.started_ray = False
+        self.replay_actor: Any = None
+        self.actors: list[Any] = []
+        self.calls: dict[Any, int] = {}
+        self.samples: deque[Any] = deque()
+        self.pending: list[Any] = []
+        self.resume_replay: dict[str, Any] | None = None
+        self.replay_size = 0
+        self.restarts = 0
+        self.starts = 0
+        self._owed = 0.0
+        self._wait_s = self._learn_s = 0.0
+
+    # --- start and stop -----------------------------------------------------------------------
+    def _connect(self) -> None:
+        ray, c = self.ray, self.cfg.ray
+        if ray.is_initialized():  # a session the caller started (tests share one)
+            return
+        address = c.address or os.environ.get("RAY_ADDRESS")
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(
+                address="local",
+                num_cpus=c.num_cpus or os.cpu_count(),
+                include_dashboard=False,
+                log_to_driver=False,
+                _node_ip_address=c.node_ip_address,
+            )
+        self.started_ray = True
+
+    def start(self) -> None:
+        """Connect to Ray, start the replay, the weight server and the actors."""
+        from shoal.sync.ray_weights import RayWeightStore, WeightServer
+
+        ray, c = self.ray, self.cfg.ray
+        self._connect()
+        self.starts += 1
+        self.replay_actor = ray.remote(num_cpus=0)(ReplayActor).remote(self.cfg, self.spec)
+        if self.resume_replay is not None:
+            ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
+        self.replay_size = ray.get(self.replay_actor.size.remote())
+        self.store = RayWeightStore(ray.remote(num_cpus=0)(WeightServer).remote())
+        self._publish(0)
+        remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(RolloutActor)
+        self.actors = [
+            remote.remote(self.cfg, i, c.actors, self.store, self.replay_actor, self.starts)
+            for i in range(c.actors)
+        ]
+        for i in range(c.actors):
+            self._call(i)
+
+    def _call(self, i: int) -> None:
+        self.calls[self.actors[i].rollout.remote(self.cfg.ray.steps_per_call)] = i
+
+    def stop(self) -> None:
+        """Kill every actor, the replay and the weight server; shut a local Ray down."""
+        ray = self.ray
+        if not ray.is_initialized():
+            return
+        for handle in [*self.actors, self.replay_actor]:
+            if handle is not None:
+                ray.kill(handle)
+        self.actors, self.replay_actor, self.calls = [], None, {}
+        self.samples.clear()
+        if self.started_ray:
+            ray.shutdown()
+            self.started_ray = False
+
+    # --- collection ---------------------------------------------------------------------------
+    def collect(self, step: int) -> Collected:
+        """The episodes of the next actor call to finish (its actor is sent on at once)."""
+        ray = self.ray
+        ready, _ = ray.wait(list(self.calls), num_returns=1, timeout=self.cfg.ray.timeout)
+        if not ready:
+            raise ShoalError(f"no actor answered for {self.cfg.ray.timeout} s (ray.timeout)")
+        i = self.calls.pop(ready[0])
+        try:
+            got = ray.get(ready[0])
+        except ray.exceptions.RayActorError as e:  # killed: Ray restarts it (max_restarts)
+            self.restarts += 1
+            if self.restarts > self.cfg.ray.max_restarts * self.cfg.ray.actors:
+                raise ShoalError(f"ray actors died {self.restarts} times; last: {e}") from e
+            self._call(i)
+            return Collected(0, [])
+        self._call(i)
+        episodes = [(float(r), int(n)) for r, n in got["episodes"]]
+        return Collected(sum(n for _, n in episodes), episodes)
+
+    # --- learning -----------------------------------------------------------------------------
+    def _batch(self) -> dict[str, Any]:
+        ray = self.ray
+        while len(self.samples) < self.cfg.ray.prefetch:
+            self.samples.append(self.replay_actor.sample.remote(self.cfg.dqn.batch_size))
+        t0 = time.perf_counter()
+        batch = ray.get(self.samples.popleft(), timeout=self.cfg.ray.timeout)
+        self._wait_s += time.perf_counter() - t0
+        # Arrays from the object store are read-only; torch wants its own.
+        return {name: np.array(a) for name, a in batch.items()}
+
+    def _replay_ready(self) -> bool:
+        # Sends are asynchronous: replay may hold fewer items than the steps played.
+        if self.replay_size < self.cfg.dqn.batch_size:
+            self.replay_size = self.ray.get(self.replay_actor.size.remote())
+        return self.replay_size >= self.cfg.dqn.batch_size
+
+    def learn(self, step: int, new_steps: int) -> None:
+        """The updates the serial schedule owes for ``new_steps`` env steps, each on a
+        prefetched batch; new priorities go back, weights out every ``publish_every``."""
+        r, c = self.cfg.run, self.cfg.ray
+        if step < r.learning_starts:
+            return
+        self._owed += new_steps * r.gradient_steps / r.train_freq
+        if not self._replay_ready():
+            return
+        t0 = time.perf_counter()
+        while self._owed >= 1:
+            self._owed -= 1
+            batch = self._batch()
+            info = self.learner.step(self.learner.make_batch(batch))
+            self.pending.append(
+                self.replay_actor.update_priorities.remote(
+                    batch["indices"], batch["generations"], info.td_errors
+                )
+            )
+            self.loss = info.loss
+            if self.learner.updates % c.publish_every == 0:
+                self._publish(step)
+        self._learn_s += time.perf_counter() - t0
+
+    def _publish(self, step: int) -> None:
+        self.store.publish(self.learner.weights(), {"epsilon": self.epsilon(step)})
+        self.ray.get(self.pending)  # bounded: priority updates never pile up
+        self.pending = []
+
+    # --- what the loop reads --------------------------------------------------------------------
+    def eval_metrics(self) -> dict[str, float]:
+        """Actor restarts."""
+        return {"restarts": float(self.restarts)}
+
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Samples per second, restarts, and the learner's idle fraction (waiting for a
+        batch, of its time in learn)."""
+        idle = self._wait_s / self._learn_s if self._learn_s > 0 else 0.0
+        self._wait_s = self._learn_s = 0.0
+        return {
+            **super().tick_metrics(updates_per_s),
+            "restarts": float(self.restarts),
+            "learner_idle": idle,
+        }
+
+    # --- state ----------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """The learner, the replay actor's contents, the RNG states."""
+        state = super().state_dict()
+        if self.replay_actor is not None:
+            state["replay"] = self.ray.get(self.replay_actor.state_dict.remote())
+        else:
+            state["replay"] = self.resume_replay
+        state["starts"], state["owed"] = self.starts, self._owed
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore the learner now, the replay into the replay actor when it starts."""
+        replay, state["replay"] = state["replay"], self.replay.state_dict()
+        super().load_state_dict(state)  # the learner and RNG states (replay: the local one)
+        self.resume_replay = replay
+        self.starts, self._owed = state["starts"], state["owed"]

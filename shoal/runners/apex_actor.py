@@ -1,0 +1,115 @@
+"""One Ape-X actor of the ray runner: an env, an inference-only network, a local episode.
+
+It plays, pulls newer weights every ``ray.pull_every`` env steps, and sends each finished
+episode's n-step transitions to the replay actor with their initial priorities (the TD
+errors under its own weights, :func:`~shoal.agent.priorities.initial_priorities`). An
+episode goes to replay whole or not at all: an actor killed mid-episode loses only that
+episode. At most ``ray.max_inflight`` sends are unanswered at a time (backpressure: a slow
+replay slows its actors instead of growing a queue). A plain class: the runner makes it a
+Ray actor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.agent.builder import build_actor, build_nstep
+from shoal.agent.priorities import initial_priorities
+from shoal.agent.schedules import actor_epsilon
+from shoal.config import Config
+from shoal.envs import make_env, probe_env
+from shoal.run.seeding import derive_seed
+
+__all__ = ["RolloutActor"]
+
+ACTOR_STREAM = 7
+"""Seed stream of the ray runner's actors (exploration and episode resets)."""
+
+
+class RolloutActor:
+    """Plays ``cfg.env`` for the ray runner.
+
+    Args:
+        cfg: the run's config.
+        index: this actor's number (0 explores most).
+        actors: how many actors the run has.
+        store: the weight store to pull from (a ``RayWeightStore``).
+        replay: the replay actor's handle.
+        start: the run's start count (a resumed run draws seeds its first start did not).
+    """
+
+    def __init__(
+        self, cfg: Config, index: int, actors: int, store: Any, replay: Any, start: int
+    ) -> None:
+        torch.set_num_threads(1)
+        self.cfg, self.index, self.actors = cfg, index, actors
+        self.spec = probe_env(cfg.env)
+        self.env = make_env(cfg.env)
+        self.seeds = (cfg.run.seed, ACTOR_STREAM, index, start)
+        self.actor = build_actor(
+            cfg, self.spec, np.random.default_rng(derive_seed(*self.seeds)), source=store
+        )
+        self.replay = replay
+        self.inflight: list[Any] = []
+        self.episodes = 0
+        self.since_pull = 0
+        self._pull()
+        self._new_episode()
+
+    def _pull(self) -> None:
+        if self.actor.update():
+            meta = self.actor.meta
+            self.actor.epsilon = actor_epsilon(
+                meta["epsilon"], self.index, self.actors, self.cfg.ray.eps_alpha
+            )
+        self.since_pull = 0
+
+    def _new_episode(self) -> None:
+        self.obs, _ = self.env.reset(seed=derive_seed(*self.seeds, self.episodes, 1))
+        self.writer = build_nstep(self.cfg)
+        self.kept: list[dict[str, Any]] = []
+        self.ret, self.length = 0.0, 0
+
+    def rollout(self, steps: int) -> dict[str, Any]:
+        """Play ``steps`` env steps (an episode may go on into the next call); returns the
+        episodes finished, as ``(return, length)``, and the weights version acted with."""
+        finished = []
+        for _ in range(steps):
+            if self.since_pull >= self.cfg.ray.pull_every:
+                self._pull()
+            action, _ = self.actor.select_action(self.obs, None)
+            nxt, reward, term, trunc, _ = self.env.step(action)
+            self.kept += self.writer.append(self.obs, action, float(reward), nxt, term, trunc)
+            self.obs, self.ret, self.length = nxt, self.ret + float(reward), self.length + 1
+            self.since_pull += 1
+            if term or trunc:
+                self._send()
+                finished.append((self.ret, self.length))
+                self.episodes += 1
+                self._new_episode()
+        return {"episodes": finished, "version": self.actor.version}
+
+    def _send(self) -> None:
+        import ray
+
+        items = self.kept
+        batch = {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
+        priorities = initial_priorities(
+            self.actor.network, self.actor.params, batch, action_mask=self.cfg.dqn.action_mask
+        )
+        while len(self.inflight) >= self.cfg.ray.max_inflight:
+            done, self.inflight = ray.wait(self.inflight, num_returns=1)
+            ray.get(done)  # a failed send fails this call, with the replay's error
+        self.inflight.append(self.replay.add_batch.remote(batch, priorities))
+
+    def flush(self) -> int:
+        """Wait for every send still unanswered; returns how many there were."""
+        import ray
+
+        count = len(self.inflight)
+        ray.get(self.inflight)
+        self.inflight = []
+        return count

@@ -1,0 +1,91 @@
+"""Weights through Ray's object store: the weight-store protocol across machines.
+
+The learner ``ray.put`` s a numpy copy of its weights (Ray copies torch tensors on put;
+numpy arrays it shares zero-copy with readers on the same node) and hands the reference to
+a small :class:`WeightServer` actor; actors ask the server for anything newer than the
+version they hold and fetch the arrays from the object store. The server keeps only the
+latest reference, so older weights are freed once no actor reads them. Versions only go up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.sync.weights import Versioned
+
+__all__ = ["RayWeightStore", "WeightServer"]
+
+
+class WeightServer:
+    """The latest published weights: a version, the object reference (wrapped in a list so
+    Ray passes the reference, not the arrays) and the metadata. Run it as a Ray actor."""
+
+    def __init__(self) -> None:
+        self._latest: tuple[int, list[Any], dict[str, float]] | None = None
+
+    def publish(self, version: int, ref: list[Any], meta: dict[str, float]) -> int:
+        """Keep ``ref`` if ``version`` is newer than the one held; returns the version held."""
+        if self._latest is None or version > self._latest[0]:
+            self._latest = (version, ref, meta)
+        return self._latest[0]
+
+    def get(self, if_newer_than: int) -> tuple[int, list[Any], dict[str, float]] | None:
+        """The latest ``(version, [ref], meta)`` if newer than ``if_newer_than``."""
+        if self._latest is None or self._latest[0] <= if_newer_than:
+            return None
+        return self._latest
+
+
+class RayWeightStore:
+    """A :class:`~shoal.sync.weights.WeightStore` over a :class:`WeightServer` actor.
+
+    The learner and every actor hold one (it pickles as the server's handle), so Ray must
+    be initialised wherever it is used.
+
+    Args:
+        server: the ``WeightServer`` actor handle.
+    """
+
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        self._version = -1
+
+    def publish(
+        self,
+        state: Mapping[str, torch.Tensor],
+        meta: Mapping[str, float] | None = None,
+        *,
+        version: int | None = None,
+    ) -> int:
+        """Put a numpy copy of ``state`` in the object store and announce it; returns its
+        version (``version`` if given and newer, else the previous + 1)."""
+        import ray
+
+        new = self._version + 1 if version is None else max(version, self._version + 1)
+        arrays = {n: t.detach().cpu().numpy().copy() for n, t in state.items()}
+        ref = ray.put(arrays)
+        self._version = ray.get(self.server.publish.remote(new, [ref], dict(meta or {})))
+        return self._version
+
+    def pull(self, if_newer_than: int = -1) -> Versioned | None:
+        """The latest weights if newer than ``if_newer_than``, else None."""
+        import ray
+
+        got = ray.get(self.server.get.remote(if_newer_than))
+        if got is None:
+            return None
+        version, (ref,), meta = got
+        arrays: dict[str, np.ndarray] = ray.get(ref)
+        # Arrays from the object store are read-only views: copy into tensors the actor owns.
+        state = {n: torch.from_numpy(np.array(a)) for n, a in arrays.items()}
+        return Versioned(version, state, meta)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"server": self.server}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.server, self._version = state["server"], -1
