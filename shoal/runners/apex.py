@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ from shoal.run.loop import Collected
 from shoal.runners.apex_actor import RolloutActor
 from shoal.runners.base import Runner
 
-__all__ = ["RayConfig", "RayRunner", "ReplayActor"]
+__all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError"]
 
 
 @dataclass
@@ -85,6 +86,10 @@ class ReplayActor(ReplayService):
         return len(self)
 
 
+class ReplayLostError(ShoalError):
+    """The replay actor died: the run stops (its checkpoint keeps the learner)."""
+
+
 def _ray() -> Any:
     try:
         import ray
@@ -115,13 +120,18 @@ class RayRunner(Runner):
         self.ray = _ray()
         self.started_ray = False
         self.replay_actor: Any = None
+        self.server: Any = None
         self.actors: list[Any] = []
         self.calls: dict[Any, int] = {}
         self.samples: deque[Any] = deque()
         self.pending: list[Any] = []
         self.resume_replay: dict[str, Any] | None = None
         self.replay_size = 0
+        self.replay_lost = False
         self.restarts = 0
+        """Actors Ray restarted (seen as a new process answering)."""
+        self.failed_calls = 0
+        self.pids: dict[int, int] = {}
         self.starts = 0
         self._owed = 0.0
         self._wait_s = self._learn_s = 0.0
@@ -151,16 +161,19 @@ class RayRunner(Runner):
         ray, c = self.ray, self.cfg.ray
         self._connect()
         self.starts += 1
-        self.replay_actor = ray.remote(num_cpus=0)(ReplayActor).remote(self.cfg, self.spec)
+        tag = uuid.uuid4().hex[:12]
+        replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
+        self.replay_actor = replay.remote(self.cfg, self.spec)
         if self.resume_replay is not None:
             ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
-        self.replay_size = ray.get(self.replay_actor.size.remote())
-        self.store = RayWeightStore(ray.remote(num_cpus=0)(WeightServer).remote())
+        self.replay_size = self._from_replay(self.replay_actor.size.remote())
+        server = ray.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
+        self.server = server.remote()
+        self.store = RayWeightStore(self.server)
         self._publish(0)
         remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(RolloutActor)
         self.actors = [
-            remote.remote(self.cfg, i, c.actors, self.store, self.replay_actor, self.starts)
-            for i in range(c.actors)
+            remote.remote(self.cfg, i, c.actors, tag, self.starts) for i in range(c.actors)
         ]
         for i in range(c.actors):
             self._call(i)
@@ -173,10 +186,10 @@ class RayRunner(Runner):
         ray = self.ray
         if not ray.is_initialized():
             return
-        for handle in [*self.actors, self.replay_actor]:
+        for handle in [*self.actors, self.replay_actor, self.server]:
             if handle is not None:
                 ray.kill(handle)
-        self.actors, self.replay_actor, self.calls = [], None, {}
+        self.actors, self.replay_actor, self.server, self.calls = [], None, None, {}
         self.samples.clear()
         if self.started_ray:
             ray.shutdown()
@@ -192,23 +205,39 @@ class RayRunner(Runner):
         i = self.calls.pop(ready[0])
         try:
             got = ray.get(ready[0])
-        except ray.exceptions.RayActorError as e:  # killed: Ray restarts it (max_restarts)
-            self.restarts += 1
-            if self.restarts > self.cfg.ray.max_restarts * self.cfg.ray.actors:
-                raise ShoalError(f"ray actors died {self.restarts} times; last: {e}") from e
+        except ray.exceptions.RayTaskError:
+            self._from_replay(self.replay_actor.size.remote())  # a lost replay says so
+            raise
+        except ray.exceptions.RayActorError as e:  # killed mid-call: Ray restarts it
+            self.failed_calls += 1
+            if self.failed_calls > self.cfg.ray.max_restarts * self.cfg.ray.actors:
+                raise ShoalError(f"ray actor calls failed {self.failed_calls} times: {e}") from e
             self._call(i)
             return Collected(0, [])
+        if self.pids.setdefault(i, got["pid"]) != got["pid"]:  # a new incarnation
+            self.pids[i] = got["pid"]
+            self.restarts += 1
         self._call(i)
         episodes = [(float(r), int(n)) for r, n in got["episodes"]]
         return Collected(sum(n for _, n in episodes), episodes)
 
     # --- learning -----------------------------------------------------------------------------
+    def _from_replay(self, ref: Any) -> Any:
+        """``ray.get`` of a replay call; a dead replay actor stops the run."""
+        try:
+            return self.ray.get(ref, timeout=self.cfg.ray.timeout)
+        except self.ray.exceptions.RayActorError as e:
+            self.replay_lost = True
+            raise ReplayLostError(
+                "the replay actor died; the run stops. Its checkpoint keeps the learner; "
+                "--resume continues with an empty replay"
+            ) from e
+
     def _batch(self) -> dict[str, Any]:
-        ray = self.ray
         while len(self.samples) < self.cfg.ray.prefetch:
             self.samples.append(self.replay_actor.sample.remote(self.cfg.dqn.batch_size))
         t0 = time.perf_counter()
-        batch = ray.get(self.samples.popleft(), timeout=self.cfg.ray.timeout)
+        batch = self._from_replay(self.samples.popleft())
         self._wait_s += time.perf_counter() - t0
         # Arrays from the object store are read-only; torch wants its own.
         return {name: np.array(a) for name, a in batch.items()}
@@ -216,7 +245,7 @@ class RayRunner(Runner):
     def _replay_ready(self) -> bool:
         # Sends are asynchronous: replay may hold fewer items than the steps played.
         if self.replay_size < self.cfg.dqn.batch_size:
-            self.replay_size = self.ray.get(self.replay_actor.size.remote())
+            self.replay_size = self._from_replay(self.replay_actor.size.remote())
         return self.replay_size >= self.cfg.dqn.batch_size
 
     def learn(self, step: int, new_steps: int) -> None:
@@ -245,8 +274,8 @@ class RayRunner(Runner):
 
     def _publish(self, step: int) -> None:
         self.store.publish(self.learner.weights(), {"epsilon": self.epsilon(step)})
-        self.ray.get(self.pending)  # bounded: priority updates never pile up
-        self.pending = []
+        pending, self.pending = self.pending, []
+        self._from_replay(pending)  # bounded: priority updates never pile up
 
     # --- what the loop reads --------------------------------------------------------------------
     def eval_metrics(self) -> dict[str, float]:
@@ -268,8 +297,10 @@ class RayRunner(Runner):
     def state_dict(self) -> dict[str, Any]:
         """The learner, the replay actor's contents, the RNG states."""
         state = super().state_dict()
-        if self.replay_actor is not None:
-            state["replay"] = self.ray.get(self.replay_actor.state_dict.remote())
+        if self.replay_lost:
+            state["replay"] = None  # gone with its actor
+        elif self.replay_actor is not None:
+            state["replay"] = self._from_replay(self.replay_actor.state_dict.remote())
         else:
             state["replay"] = self.resume_replay
         state["starts"], state["owed"] = self.starts, self._owed

@@ -11,6 +11,7 @@ Ray actor.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -36,15 +37,21 @@ class RolloutActor:
         cfg: the run's config.
         index: this actor's number (0 explores most).
         actors: how many actors the run has.
-        store: the weight store to pull from (a ``RayWeightStore``).
-        replay: the replay actor's handle.
+        tag: the run's tag: the replay actor is ``shoal-replay-TAG``, the weight server
+            ``shoal-weights-TAG``.
         start: the run's start count (a resumed run draws seeds its first start did not).
     """
 
-    def __init__(
-        self, cfg: Config, index: int, actors: int, store: Any, replay: Any, start: int
-    ) -> None:
+    def __init__(self, cfg: Config, index: int, actors: int, tag: str, start: int) -> None:
+        import ray
+
+        from shoal.sync.ray_weights import RayWeightStore
+
         torch.set_num_threads(1)
+        # The replay and weight server are found by name: handles passed as constructor
+        # arguments can be lost to a restart (ray-project/ray#53727).
+        store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"))
+        replay = ray.get_actor(f"shoal-replay-{tag}")
         self.cfg, self.index, self.actors = cfg, index, actors
         self.spec = probe_env(cfg.env)
         self.env = make_env(cfg.env)
@@ -90,7 +97,7 @@ class RolloutActor:
                 finished.append((self.ret, self.length))
                 self.episodes += 1
                 self._new_episode()
-        return {"episodes": finished, "version": self.actor.version}
+        return {"episodes": finished, "version": self.actor.version, "pid": os.getpid()}
 
     def _send(self) -> None:
         import ray
@@ -104,6 +111,10 @@ class RolloutActor:
             done, self.inflight = ray.wait(self.inflight, num_returns=1)
             ray.get(done)  # a failed send fails this call, with the replay's error
         self.inflight.append(self.replay.add_batch.remote(batch, priorities))
+
+    def pid(self) -> int:
+        """This actor's process id (tests kill it)."""
+        return os.getpid()
 
     def flush(self) -> int:
         """Wait for every send still unanswered; returns how many there were."""

@@ -1,0 +1,78 @@
+"""The ray runner's faults: a killed actor is restarted by Ray and the run completes; a
+lost replay actor stops the run with a clear error after a checkpoint. What every runner
+must do (artifacts, Ctrl-C + resume, bad config, CartPole) is in test_conformance.py."""
+
+import os
+import signal
+import time
+
+import pytest
+
+import shoal
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
+
+pytestmark = pytest.mark.timeout(300)
+apex = pytest.importorskip("shoal.runners.apex")
+
+
+def new_pid(ray, actor, old: int) -> int:
+    """The actor's process id once Ray has restarted it (calls fail while it is down)."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            pid = ray.get(actor.pid.remote(), timeout=10)
+            if pid != old:
+                return pid
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            time.sleep(0.2)
+    raise AssertionError("Ray did not restart the killed actor within 120 s")
+
+
+def ray_run(tiny, **extra):
+    return ["run.runner=ray", "ray.actors=2", *tiny(**{"run__total_steps": 1500, **extra})]
+
+
+def test_a_killed_actor_is_restarted_and_the_run_completes(
+    tmp_path, tiny, monkeypatch, ray_session
+):
+    original, killed = apex.RayRunner.collect, []
+
+    def collect(self, step):
+        if step >= 300 and not killed:
+            killed.append(ray_session.get(self.actors[0].pid.remote()))
+            os.kill(killed[0], signal.SIGKILL)
+            # Ray restarts it (a new process, torch imported anew: seconds); this call
+            # waits for that, so the short run cannot end before the new actor answers.
+            killed.append(new_pid(ray_session, self.actors[0], killed[0]))
+        return original(self, step)
+
+    monkeypatch.setattr(apex.RayRunner, "collect", collect)
+    over = ray_run(tiny, run__total_steps=3000)  # time for the new actor to answer
+    result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert len(killed) == 2 and killed[0] != killed[1]
+    assert result.env_steps >= 3000 and result.updates > 0
+    rows = read_metrics(RunDir(tmp_path / "r").metrics)
+    assert max(float(r["restarts"]) for r in rows if r.get("restarts")) >= 1
+
+
+def test_a_lost_replay_actor_stops_the_run_after_a_checkpoint(
+    tmp_path, tiny, monkeypatch, ray_session
+):
+    original, killed = apex.RayRunner.learn, []
+
+    def learn(self, step, new_steps):
+        if step >= 400 and not killed:
+            killed.append(True)
+            ray_session.kill(self.replay_actor)
+        return original(self, step, new_steps)
+
+    monkeypatch.setattr(apex.RayRunner, "learn", learn)
+    with pytest.raises(apex.ReplayLostError, match="replay actor died"):
+        shoal.train("cartpole", overrides=ray_run(tiny), run_dir=tmp_path / "r")
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert state["loop"]["step"] >= 400 and state["replay"] is None
+    assert state["learner"]["updates"] > 0
+    result = shoal.train(resume=tmp_path / "r")  # continues with an empty replay
+    assert result.env_steps >= 1500
