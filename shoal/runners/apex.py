@@ -132,6 +132,8 @@ class RayRunner(Runner):
         """Actors Ray restarted (seen as a new process answering)."""
         self.failed_calls = 0
         self.pids: dict[int, int] = {}
+        self.nodes: set[str] = set()
+        """Ray nodes the actors ran on."""
         self.starts = 0
         self._owed = 0.0
         self._wait_s = self._learn_s = 0.0
@@ -214,6 +216,7 @@ class RayRunner(Runner):
                 raise ShoalError(f"ray actor calls failed {self.failed_calls} times: {e}") from e
             self._call(i)
             return Collected(0, [])
+        self.nodes.add(got["node"])
         if self.pids.setdefault(i, got["pid"]) != got["pid"]:  # a new incarnation
             self.pids[i] = got["pid"]
             self.restarts += 1
@@ -291,6 +294,7 @@ class RayRunner(Runner):
             **super().tick_metrics(updates_per_s),
             "restarts": float(self.restarts),
             "learner_idle": idle,
+            "ray_nodes": float(len(self.nodes)),
         }
 
     # --- state ----------------------------------------------------------------------------------

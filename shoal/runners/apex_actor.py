@@ -60,6 +60,7 @@ class RolloutActor:
             cfg, self.spec, np.random.default_rng(derive_seed(*self.seeds)), source=store
         )
         self.replay = replay
+        self.node = ray.get_runtime_context().get_node_id()
         self.inflight: list[Any] = []
         self.episodes = 0
         self.since_pull = 0
@@ -97,7 +98,12 @@ class RolloutActor:
                 finished.append((self.ret, self.length))
                 self.episodes += 1
                 self._new_episode()
-        return {"episodes": finished, "version": self.actor.version, "pid": os.getpid()}
+        return {
+            "episodes": finished,
+            "version": self.actor.version,
+            "pid": os.getpid(),
+            "node": self.node,
+        }
 
     def _send(self) -> None:
         import ray

@@ -1,0 +1,89 @@
+"""The ray runner on a real two-node Ray cluster on this machine: a head on 127.0.0.2 and
+a second node on 127.0.0.3, each with one CPU, actors asking for one CPU each, so the two
+actors must run on different nodes. Training runs in a subprocess with ``--ray-address``
+(this test process may hold the suite's own local Ray). Everything listens on loopback;
+the cluster's own temp dir names its processes, so stopping it leaves any other Ray alone.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
+
+pytest.importorskip("ray")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+RAY = str(Path(sys.executable).with_name("ray"))
+"""The venv's ``ray`` command (tests run in the venv's Python)."""
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def cluster_processes(temp_dir: str) -> list[int]:
+    """Pids of the processes of the test cluster: those whose command line or open files
+    name its temp dir (Ray's agents rewrite their command line and environment, but keep
+    their logs there open)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            names = [(entry / "cmdline").read_bytes().decode(errors="replace")]
+            names += [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        if any(temp_dir in name for name in names):
+            found.append(int(entry.name))
+    return found
+
+
+@pytest.fixture
+def two_nodes(tmp_path):
+    temp_dir = f"/tmp/shoal-ray-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    port = free_port("127.0.0.2")
+    common = ["--num-cpus", "1", "--disable-usage-stats"]
+    head = [RAY, "start", "--head", "--node-ip-address", "127.0.0.2", "--port", str(port)]
+    head += ["--temp-dir", temp_dir, "--include-dashboard", "false", *common]
+    second = [RAY, "start", "--address", f"127.0.0.2:{port}", "--node-ip-address", "127.0.0.3"]
+    try:
+        subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
+        subprocess.run(second, env=env, check=True, capture_output=True, timeout=120)
+        yield f"127.0.0.2:{port}", env
+    finally:
+        deadline = time.monotonic() + 20
+        while (left := cluster_processes(temp_dir)) and time.monotonic() < deadline:
+            for pid in left:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.5)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        assert not cluster_processes(temp_dir), "the test cluster left processes behind"
+
+
+def test_a_run_joins_a_two_node_cluster_and_uses_both_nodes(tmp_path, two_nodes):
+    address, env = two_nodes
+    cmd = [str(Path(sys.executable).with_name("shoal")), "train", "cartpole", "--runner", "ray"]
+    cmd += ["--workers", "2", "--ray-address", address, "--steps", "1500", "--no-progress"]
+    cmd += ["--set", "ray.actor_cpus=1", "--set", "run.learning_starts=200"]
+    cmd += ["--set", "run.log_every=100", "--run-dir", str(tmp_path / "r")]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = read_metrics(RunDir(tmp_path / "r").metrics)
+    nodes = [float(r["ray_nodes"]) for r in rows if r.get("ray_nodes")]
+    assert max(nodes) == 2
