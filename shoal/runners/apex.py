@@ -55,6 +55,8 @@ class RayConfig:
     """CPUs each actor asks Ray for (fractions let actors outnumber cores)."""
     node_ip_address: str | None = None
     """The local Ray's node address (tests: a loopback address such as 127.0.0.2)."""
+    temp_dir: str | None = None
+    """The local Ray's directory for sockets and logs (none: Ray's default)."""
     steps_per_call: int = param(100, gt=0)
     """Env steps an actor plays per call (the driver hears of finished episodes then)."""
     publish_every: int = param(10, gt=0)
@@ -153,6 +155,7 @@ class RayRunner(Runner):
                 include_dashboard=False,
                 log_to_driver=False,
                 _node_ip_address=c.node_ip_address,
+                _temp_dir=c.temp_dir,
             )
         self.started_ray = True
 

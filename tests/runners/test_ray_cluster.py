@@ -1,8 +1,9 @@
-"""The ray runner on a real two-node Ray cluster on this machine: a head on 127.0.0.2 and
-a second node on 127.0.0.3, each with one CPU, actors asking for one CPU each, so the two
-actors must run on different nodes. Training runs in a subprocess with ``--ray-address``
-(this test process may hold the suite's own local Ray). Everything listens on loopback;
-the cluster's own temp dir names its processes, so stopping it leaves any other Ray alone.
+"""The ray runner with Ray processes of its own, run in a subprocess (this test process may
+hold the suite's own local Ray): a real two-node cluster on this machine (a head on
+127.0.0.2 and a second node on 127.0.0.3, one CPU each, actors asking for one CPU each, so
+the two actors must run on different nodes) joined with ``--ray-address``; and a run on its
+embedded Ray cut by Ctrl-C. Everything listens on loopback; each Ray's own temp dir names
+its processes, so stopping it leaves any other Ray alone.
 """
 
 import os
@@ -87,3 +88,34 @@ def test_a_run_joins_a_two_node_cluster_and_uses_both_nodes(tmp_path, two_nodes)
     rows = read_metrics(RunDir(tmp_path / "r").metrics)
     nodes = [float(r["ray_nodes"]) for r in rows if r.get("ray_nodes")]
     assert max(nodes) == 2
+
+
+def test_ctrl_c_with_an_embedded_ray_checkpoints_and_leaves_no_ray_process(tmp_path):
+    temp_dir = f"/tmp/shoal-ray-{os.getpid()}-{time.monotonic_ns() % 100000}"
+    cmd = [str(Path(sys.executable).with_name("shoal")), "train", "cartpole", "--runner", "ray"]
+    cmd += ["--workers", "2", "--steps", "200000", "--no-progress"]
+    cmd += ["--set", "ray.node_ip_address='127.0.0.2'", "--set", f"ray.temp_dir='{temp_dir}'"]
+    cmd += ["--set", "run.log_every=100", "--run-dir", str(tmp_path / "r")]
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # A terminal's Ctrl-C reaches the whole process group: the run and its Ray.
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    try:
+        metrics = RunDir(tmp_path / "r").metrics
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+            metrics.is_file() and len(read_metrics(metrics)) > 5
+        ):
+            time.sleep(0.5)
+        assert metrics.is_file(), "the run did not start"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 130, err[-3000:]
+        assert RunDir(tmp_path / "r").checkpoint.is_file()
+        time.sleep(2.0)  # Ray's daemons exit after the driver's shutdown
+        assert not cluster_processes(temp_dir), "Ray processes outlived the run"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        for pid in cluster_processes(temp_dir):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(temp_dir, ignore_errors=True)
