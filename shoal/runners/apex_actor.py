@@ -83,7 +83,8 @@ class RolloutActor:
 
     def rollout(self, steps: int) -> dict[str, Any]:
         """Play ``steps`` env steps (an episode may go on into the next call); returns the
-        episodes finished, as ``(return, length)``, and the weights version acted with."""
+        episodes finished, as ``(return, length)``, the steps of the one in progress, the
+        weights version acted with, and where it ran (process, node)."""
         finished = []
         for _ in range(steps):
             if self.since_pull >= self.cfg.ray.pull_every:
@@ -103,6 +104,7 @@ class RolloutActor:
             "version": self.actor.version,
             "pid": os.getpid(),
             "node": self.node,
+            "in_progress": self.length,
         }
 
     def _send(self) -> None:

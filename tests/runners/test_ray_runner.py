@@ -76,3 +76,37 @@ def test_a_lost_replay_actor_stops_the_run_after_a_checkpoint(
     assert state["learner"]["updates"] > 0
     result = shoal.train(resume=tmp_path / "r")  # continues with an empty replay
     assert result.env_steps >= 1500
+
+
+def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_session):
+    from shoal.agent.builder import build_learner
+    from shoal.config import load_config
+    from shoal.envs import probe_env
+    from shoal.sync.ray_weights import RayWeightStore, WeightServer
+
+    cfg = load_config("cartpole", ["run.runner=ray", "dqn.hidden=[16]"])
+    spec = probe_env(cfg.env)
+    tag = f"test-{time.monotonic_ns()}"
+    remote = ray_session.remote
+    replay = remote(num_cpus=0)(apex.ReplayActor).options(name=f"shoal-replay-{tag}")
+    replay = replay.remote(cfg, spec)
+    server = remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}").remote()
+    RayWeightStore(server).publish(build_learner(cfg, spec).weights(), {"epsilon": 1.0})
+    actor = remote(num_cpus=0)(apex.RolloutActor).remote(cfg, 0, 1, tag, 1)
+    try:
+        played = finished = 0
+        got = {"in_progress": 0}
+        while played < 300 or got["in_progress"] == 0:  # stop mid-episode
+            got = ray_session.get(actor.rollout.remote(37))
+            played += 37
+            finished += sum(length for _, length in got["episodes"])
+        ray_session.get(actor.flush.remote())
+        assert finished + got["in_progress"] == played and finished > 0
+        # n-step transitions: one per step of each finished episode, none of the partial one
+        assert ray_session.get(replay.size.remote()) == finished
+        ray_session.kill(actor)
+        time.sleep(0.5)
+        assert ray_session.get(replay.size.remote()) == finished
+    finally:
+        for handle in (actor, replay, server):
+            ray_session.kill(handle)
