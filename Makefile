@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/independent_agents.py
 	$(PY) benchmarks/harvest_learning.py
+	$(PY) benchmarks/ray_apex.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
