@@ -65,11 +65,12 @@ def no_leaked_shared_memory():
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def ray_session():
-    """One local Ray for every test that needs it (starting one costs seconds), on a
-    loopback address other than 127.0.0.1 (Ray rewrites that one to the machine's network
-    address); the ray runner joins it and leaves it running."""
+    """One local Ray for a module's tests (starting one costs seconds; it is gone before
+    other modules' timing-sensitive runs), on a loopback address other than 127.0.0.1 (Ray
+    rewrites that one to the machine's network address); the ray runner joins it and
+    leaves it running."""
     ray = pytest.importorskip("ray")
     if not ray.is_initialized():
         ray.init(
