@@ -48,16 +48,10 @@ def world_id(monkeypatch, name, factory):
     return f"env.id='pettingzoo:{name}'"
 
 
-def harvest(tiny, **extra):
-    """A small harvest run; async learning here means the learning thread."""
-    return [
-        "run.runner=agents",
-        "env.id='shoal/Harvest-v0'",
-        "agents.agents=3",
-        "agents.max_turns=60",
-        "agents.async_mode='thread'",
-        *tiny(**{"run__total_steps": 600, "run__learning_starts": 120, **extra}),
-    ]
+@pytest.fixture
+def harvest(harvest):
+    """The small harvest run; async learning here means the learning thread."""
+    return lambda **extra: [*harvest(**extra), "agents.async_mode='thread'"]
 
 
 def shoal_threads():
@@ -85,12 +79,14 @@ def hang_learning(monkeypatch, release):
     monkeypatch.setattr(AgentsRunner, "train_round", hung)
 
 
-def test_a_hung_learning_step_fails_the_run_within_step_timeout(tmp_path, tiny, monkeypatch):
+def test_a_hung_learning_step_fails_the_run_within_step_timeout(
+    tmp_path, tiny, monkeypatch, harvest
+):
     # No periodic checkpoint: the hang shows when the run ends and waits for the scheduled
     # rounds (finish); the only checkpoint is the one RunLoop writes after the error.
     release = threading.Event()
     hang_learning(monkeypatch, release)
-    over = harvest(tiny, agents__async_learning="true", agents__step_timeout=1.0)
+    over = harvest(agents__async_learning="true", agents__step_timeout=1.0)
     over.append("run.checkpoint_every=100000")
     timer = threading.Timer(10.0, release.set)  # with the bug, the run waits for this
     timer.start()
@@ -108,10 +104,12 @@ def test_a_hung_learning_step_fails_the_run_within_step_timeout(tmp_path, tiny, 
         join_shoal_threads()
 
 
-def test_a_hung_learning_step_does_not_hang_a_periodic_checkpoint(tmp_path, tiny, monkeypatch):
+def test_a_hung_learning_step_does_not_hang_a_periodic_checkpoint(
+    tmp_path, tiny, monkeypatch, harvest
+):
     release = threading.Event()
     hang_learning(monkeypatch, release)
-    over = harvest(tiny, agents__async_learning="true", agents__step_timeout=1.0)
+    over = harvest(agents__async_learning="true", agents__step_timeout=1.0)
     timer = threading.Timer(10.0, release.set)
     timer.start()
     try:
@@ -127,7 +125,9 @@ def test_a_hung_learning_step_does_not_hang_a_periodic_checkpoint(tmp_path, tiny
         join_shoal_threads()
 
 
-def test_a_slow_but_progressing_learning_thread_is_not_declared_hung(tmp_path, tiny, monkeypatch):
+def test_a_slow_but_progressing_learning_thread_is_not_declared_hung(
+    tmp_path, tiny, monkeypatch, harvest
+):
     # Every round of the last phase takes 0.3 s (well under step_timeout=1.0), but the
     # last epoch took 2 s to collect while the thread, with nothing to do, sat idle.
     original_round, original_collect = AgentsRunner.train_round, AgentsRunner.collect
@@ -148,7 +148,6 @@ def test_a_slow_but_progressing_learning_thread_is_not_declared_hung(tmp_path, t
     monkeypatch.setattr(AgentsRunner, "train_round", slow_round)
     monkeypatch.setattr(AgentsRunner, "collect", slow_last_epoch)
     over = harvest(
-        tiny,
         agents__async_learning="true",
         agents__step_timeout=1.0,
         run__train_freq=20,  # 3 rounds an epoch
@@ -166,7 +165,7 @@ def test_a_slow_but_progressing_learning_thread_is_not_declared_hung(tmp_path, t
 
 
 def test_ctrl_c_during_async_learning_checkpoints_stops_the_thread_and_resumes(
-    tmp_path, tiny, monkeypatch
+    tmp_path, tiny, monkeypatch, harvest
 ):
     # Ctrl-C lands in the main thread in the middle of epoch 5 (turn 30 of 60) while the
     # learning thread is in a round: shoal.train re-raises KeyboardInterrupt (the CLI turns
@@ -204,7 +203,6 @@ def test_ctrl_c_during_async_learning_checkpoints_stops_the_thread_and_resumes(
     monkeypatch.setattr(AgentsRunner, "collect", collect)
     monkeypatch.setattr(HarvestEnv, "step", step)
     over = harvest(
-        tiny,
         agents__async_learning="true",
         run__total_steps=3000,
         run__checkpoint_every=100000,  # the only checkpoint is the one Ctrl-C writes
@@ -230,7 +228,7 @@ def test_ctrl_c_during_async_learning_checkpoints_stops_the_thread_and_resumes(
 
 
 def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
-    tmp_path, tiny, monkeypatch, capfd
+    tmp_path, tiny, monkeypatch, capfd, harvest
 ):
     # The first phase owes every round of the 1200 turns before learning starts: 300
     # rounds of 10 ms, 3 s. Ctrl-C lands just after it has begun.
@@ -252,7 +250,6 @@ def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
     monkeypatch.setattr(AgentsRunner, "train_round", slow_round)
     monkeypatch.setattr(AgentsRunner, "collect", collect)
     over = harvest(
-        tiny,
         agents__async_learning="true",
         agents__step_timeout=1.0,
         run__total_steps=3000,
@@ -272,14 +269,14 @@ def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
         join_shoal_threads()
 
 
-def test_ctrl_c_during_an_evaluation_loses_no_episode_row(tmp_path, tiny, monkeypatch):
+def test_ctrl_c_during_an_evaluation_loses_no_episode_row(tmp_path, tiny, monkeypatch, harvest):
     original = AgentsRunner.evaluate
 
     def interrupted_evaluation(self):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(AgentsRunner, "evaluate", interrupted_evaluation)
-    over = harvest(tiny, agents__async_learning="true")  # evaluates at step 300
+    over = harvest(agents__async_learning="true")  # evaluates at step 300
     with pytest.raises(KeyboardInterrupt):
         shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert not shoal_threads()

@@ -22,16 +22,6 @@ from shoal.runners.collector import CollectorError
 pytestmark = pytest.mark.timeout(240)
 
 
-def harvest(tiny, **extra):
-    return [
-        "run.runner=agents",
-        "env.id='shoal/Harvest-v0'",
-        "agents.agents=3",
-        "agents.max_turns=60",
-        *tiny(**{"run__total_steps": 600, "run__learning_starts": 120, **extra}),
-    ]
-
-
 def stacked_weights(run_dir):
     state = load_checkpoint(RunDir(run_dir).checkpoint)["learner"]
     if isinstance(state, list):  # per-agent learners: stack them as the stacked one does
@@ -39,12 +29,12 @@ def stacked_weights(run_dir):
     return state["online"]
 
 
-def test_stacked_per_agent_batched_and_looped_runs_are_the_same_run(tmp_path, tiny):
+def test_stacked_per_agent_batched_and_looped_runs_are_the_same_run(tmp_path, tiny, harvest):
     runs = {}
     for training in ("true", "false"):
         for actions in ("true", "false"):
             name = f"t{training}-a{actions}"
-            over = harvest(tiny, agents__parallel_training=training)
+            over = harvest(agents__parallel_training=training)
             over.append(f"agents.parallel_actions={actions}")
             shoal.train("cartpole", overrides=over, run_dir=tmp_path / name)
             runs[name] = stacked_weights(tmp_path / name)
@@ -59,8 +49,8 @@ def test_stacked_per_agent_batched_and_looped_runs_are_the_same_run(tmp_path, ti
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
-def test_async_learning_runs_and_checkpoints_every_agent(tmp_path, tiny, mode):
-    over = harvest(tiny, agents__async_learning="true", agents__copy_on_train="true")
+def test_async_learning_runs_and_checkpoints_every_agent(tmp_path, tiny, mode, harvest):
+    over = harvest(agents__async_learning="true", agents__copy_on_train="true")
     over.append(f"agents.async_mode={mode!r}")
     result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert result.updates > 0
@@ -70,12 +60,14 @@ def test_async_learning_runs_and_checkpoints_every_agent(tmp_path, tiny, mode):
     assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
 
 
-def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(tmp_path, tiny, monkeypatch):
+def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(
+    tmp_path, tiny, monkeypatch, harvest
+):
     def failing(self, replays):
         raise ValueError("boom in the learning thread")
 
     monkeypatch.setattr(AgentsRunner, "train_round", failing)
-    over = harvest(tiny, agents__async_learning="true", run__total_steps=3000)
+    over = harvest(agents__async_learning="true", run__total_steps=3000)
     over.append("agents.async_mode='thread'")
     with pytest.raises(Exception, match="boom in the learning thread") as info:
         shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
@@ -94,9 +86,9 @@ def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(tmp_path, t
         ("env.id='pettingzoo:no.such.module'", EnvError, "cannot import"),
     ],
 )
-def test_bad_input_is_rejected_before_any_work(tmp_path, tiny, override, error, needle):
+def test_bad_input_is_rejected_before_any_work(tmp_path, tiny, override, error, needle, harvest):
     with pytest.raises(error, match=needle):
-        shoal.train("cartpole", overrides=[*harvest(tiny), override], run_dir=tmp_path / "r")
+        shoal.train("cartpole", overrides=[*harvest(), override], run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
 
 
@@ -107,7 +99,9 @@ def with_collector(over):
     return [*over, "agents.async_learning=true", "agents.async_mode='process'"]
 
 
-def test_a_killed_collector_process_is_replaced_and_the_run_completes(tmp_path, tiny, monkeypatch):
+def test_a_killed_collector_process_is_replaced_and_the_run_completes(
+    tmp_path, tiny, monkeypatch, harvest
+):
     original, killed = AgentsRunner.collect, []
 
     def collect(self, step):
@@ -117,7 +111,7 @@ def test_a_killed_collector_process_is_replaced_and_the_run_completes(tmp_path, 
         return original(self, step)
 
     monkeypatch.setattr(AgentsRunner, "collect", collect)
-    over = with_collector(harvest(tiny))
+    over = with_collector(harvest())
     result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert killed and result.env_steps == 600 and result.updates > 0
     rows = read_metrics(RunDir(tmp_path / "r").metrics)
@@ -149,7 +143,7 @@ def test_a_world_failing_in_the_collector_fails_the_run_with_its_traceback(
 
 
 def test_ctrl_c_with_a_collector_process_stops_it_checkpoints_and_resumes(
-    tmp_path, tiny, monkeypatch
+    tmp_path, tiny, monkeypatch, harvest
 ):
     original, fired = AgentsRunner.learn, []
 
@@ -160,7 +154,7 @@ def test_ctrl_c_with_a_collector_process_stops_it_checkpoints_and_resumes(
         return original(self, step, new_steps)
 
     monkeypatch.setattr(AgentsRunner, "learn", learn)
-    over = with_collector(harvest(tiny, run__checkpoint_every=100000))
+    over = with_collector(harvest(run__checkpoint_every=100000))
     with pytest.raises(KeyboardInterrupt):
         shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert fired == [240] and not multiprocessing.active_children()
@@ -174,8 +168,8 @@ def test_ctrl_c_with_a_collector_process_stops_it_checkpoints_and_resumes(
     assert not multiprocessing.active_children()
 
 
-def test_a_multi_agent_run_plays_and_evaluates_through_the_public_api(tmp_path, tiny):
-    shoal.train("cartpole", overrides=harvest(tiny), run_dir=tmp_path / "r")
+def test_a_multi_agent_run_plays_and_evaluates_through_the_public_api(tmp_path, tiny, harvest):
+    shoal.train("cartpole", overrides=harvest(), run_dir=tmp_path / "r")
     played = shoal.play_run(tmp_path / "r", 3, seed=5, checkpoint="latest")
     assert len(played) == 3 and all(r.returns.shape == (3,) and r.turns == 60 for r in played)
     assert {"efficiency", "equality", "sustainability", "peace"} <= set(played[0].social)
