@@ -187,10 +187,16 @@ class RayRunner(Runner):
         self.calls[self.actors[i].rollout.remote(self.cfg.ray.steps_per_call)] = i
 
     def stop(self) -> None:
-        """Kill every actor, the replay and the weight server; shut a local Ray down."""
+        """Kill every actor, the replay (its contents kept for the last checkpoint) and the
+        weight server; shut a local Ray down."""
         ray = self.ray
         if not ray.is_initialized():
             return
+        if self.replay_actor is not None and not self.replay_lost:
+            try:  # the checkpoint after the stop keeps what replay held
+                self.resume_replay = self._from_replay(self.replay_actor.state_dict.remote())
+            except ReplayLostError:
+                pass
         for handle in [*self.actors, self.replay_actor, self.server]:
             if handle is not None:
                 ray.kill(handle)

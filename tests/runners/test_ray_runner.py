@@ -55,6 +55,9 @@ def test_a_killed_actor_is_restarted_and_the_run_completes(
     assert result.env_steps >= 3000 and result.updates > 0
     rows = read_metrics(RunDir(tmp_path / "r").metrics)
     assert max(float(r["restarts"]) for r in rows if r.get("restarts")) >= 1
+    # The final checkpoint, taken after the actors and the replay stopped, holds replay.
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert state["replay"]["buffer"]["storage"]["size"] > 1000
 
 
 def test_a_lost_replay_actor_stops_the_run_after_a_checkpoint(
