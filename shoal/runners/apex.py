@@ -307,21 +307,24 @@ class RayRunner(Runner):
         }
 
     # --- state ----------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """The learner, the replay actor's contents, the RNG states."""
-        state = super().state_dict()
+    def replay_state(self) -> Any:
+        """The replay actor's contents (None once it is lost; before the actor starts,
+        what a resume handed over)."""
         if self.replay_lost:
-            state["replay"] = None  # gone with its actor
-        elif self.replay_actor is not None:
-            state["replay"] = self._from_replay(self.replay_actor.state_dict.remote())
-        else:
-            state["replay"] = self.resume_replay
-        state["starts"], state["owed"] = self.starts, self._owed
-        return state
+            return None  # gone with its actor
+        if self.replay_actor is not None:
+            return self._from_replay(self.replay_actor.state_dict.remote())
+        return self.resume_replay
+
+    def load_replay_state(self, state: Any) -> None:
+        """Kept until :meth:`start` loads it into the new replay actor."""
+        self.resume_replay = state
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learner, the replay actor's contents, the RNG states, the start count."""
+        return {**super().state_dict(), "starts": self.starts, "owed": self._owed}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the learner now, the replay into the replay actor when it starts."""
-        replay, state["replay"] = state["replay"], self.replay.state_dict()
-        super().load_state_dict(state)  # the learner and RNG states (replay: the local one)
-        self.resume_replay = replay
+        super().load_state_dict(state)
         self.starts, self._owed = state["starts"], state["owed"]

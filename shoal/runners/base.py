@@ -167,17 +167,26 @@ class Runner:
         """Everything of the runner a checkpoint holds: learner, replay, RNG states."""
         return {
             "learner": self.learner.state_dict(),
-            "replay": self.replay.state_dict(),
+            "replay": self.replay_state(),
             "rng": {
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             },
         }
 
+    def replay_state(self) -> Any:
+        """What a checkpoint keeps of replay (a runner whose replay lives elsewhere, in a
+        Ray actor say, overrides this and :meth:`load_replay_state`)."""
+        return self.replay.state_dict()
+
+    def load_replay_state(self, state: Any) -> None:
+        """Restore what :meth:`replay_state` saved."""
+        self.replay.load_state_dict(state)
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what :meth:`state_dict` saved."""
         self.learner.load_state_dict(state["learner"])
-        self.replay.load_state_dict(state["replay"])
+        self.load_replay_state(state["replay"])
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
