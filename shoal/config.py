@@ -172,6 +172,10 @@ class RunConfig:
     forward per step; a multi-agent world plays them one after another)."""
     stop_return: float | None = None
     """Stop once a greedy evaluation's mean return reaches this (None: never stop early)."""
+    confirm_solve: bool = True
+    """Count an evaluation that reaches stop_return as a solve only if as many fresh
+    episodes, on starts no evaluation has seen, reach it too (the first evaluation past the
+    bar is picked on the noise of its fixed starts)."""
     checkpoint_every: int = param(10_000, gt=0)
     """Env steps between checkpoints (taken at the next episode boundary)."""
     seed: int = param(0, ge=0)

@@ -9,10 +9,12 @@ import numpy as np
 
 from shoal.run.seeding import derive_seed
 
-__all__ = ["EVAL_STREAM", "evaluate"]
+__all__ = ["CONFIRM_STREAM", "EVAL_STREAM", "evaluate"]
 
 EVAL_STREAM = 1
 """Seed stream of evaluation resets (training resets use 0)."""
+CONFIRM_STREAM = 8
+"""Seed stream of the evaluations that confirm a solve (``run.confirm_solve``)."""
 
 
 def evaluate(

@@ -15,8 +15,8 @@ evaluation and checkpoint, the curve. On Ctrl-C or any error it stops the runner
 or processes first, then writes a checkpoint and lets the error through.
 
 Checkpoints: ``checkpoints/latest.pt`` holds everything to continue (``--resume``);
-``checkpoints/best.pt`` holds the weights of the best greedy evaluation so far, because DQN
-often degrades after it has solved a task.
+``checkpoints/best.pt`` holds the weights of the best greedy evaluation so far (or of the one
+that solved the run), because DQN often degrades after it has solved a task.
 """
 
 from __future__ import annotations
@@ -29,8 +29,10 @@ from typing import Any, Protocol
 
 from shoal.run.checkpoint import save_checkpoint
 from shoal.run.directory import RunDir
+from shoal.run.evaluation import CONFIRM_STREAM
 from shoal.run.metrics import MetricsWriter
 from shoal.run.progress import TrainProgress
+from shoal.run.seeding import derive_seed
 
 __all__ = ["Collected", "RunLoop", "TrainResult"]
 
@@ -84,7 +86,7 @@ class _Runner(Protocol):  # the part of runners.base.Runner the loop uses
     def finish(self) -> None: ...
     def interrupt(self) -> None: ...
     def stop(self) -> None: ...
-    def evaluate(self) -> tuple[Any, Any]: ...
+    def evaluate(self, seed: int | None = None) -> tuple[Any, Any]: ...
     def eval_metrics(self) -> dict[str, float]: ...
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]: ...
     def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]: ...
@@ -125,6 +127,7 @@ class RunLoop:
             "best_eval": None,
             "solved_step": None,
             "solved_wall": None,
+            "confirms": 0,
             "next_checkpoint": r.checkpoint_every,
         }
         """The loop's counters; all of them go into every checkpoint."""
@@ -150,7 +153,7 @@ class RunLoop:
 
     def evaluate(self, metrics: MetricsWriter) -> float:
         """Play greedy episodes, log the eval row, keep ``best.pt``; returns the mean."""
-        c, r = self.c, self.cfg.run
+        c = self.c
         returns, weights = self.runner.evaluate()
         # Read the clock after the evaluation: time-to-solve includes the evaluation that
         # showed it.
@@ -166,16 +169,35 @@ class RunLoop:
             updates=self.runner.updates,
             **self.runner.eval_metrics(),
         )
-        if c["best_eval"] is None or mean > c["best_eval"]:
-            c["best_eval"] = mean
+        solved = self._solves(mean, metrics)
+        if solved or c["best_eval"] is None or mean > c["best_eval"]:
+            c["best_eval"] = mean  # a solve's weights are best.pt even over a higher unconfirmed
             weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
             save_checkpoint(
                 self.run_dir.best,
                 {**self._state_head(), "learner": {"online": weights}, "eval_mean": mean},
             )
-        if r.stop_return is not None and mean >= r.stop_return and c["solved_step"] is None:
-            c["solved_step"], c["solved_wall"] = c["step"], wall
+        if solved:
+            # Read the clock after any confirmation: time-to-solve includes it.
+            c["solved_step"], c["solved_wall"] = c["step"], self.wall()
         return mean
+
+    def _solves(self, mean: float, metrics: MetricsWriter) -> bool:
+        """Whether an evaluation with this mean solves the run: the first to reach
+        ``run.stop_return`` is picked on the noise of the evaluations' fixed starts, so with
+        ``run.confirm_solve`` as many fresh episodes, on starts no evaluation has used, must
+        reach it too (logged as a ``confirm`` row)."""
+        c, r = self.c, self.cfg.run
+        if r.stop_return is None or c["solved_step"] is not None or mean < r.stop_return:
+            return False
+        if not r.confirm_solve:
+            return True
+        attempt = c.get("confirms", 0)  # checkpoints from before confirmations lack it
+        c["confirms"] = attempt + 1
+        returns, _ = self.runner.evaluate(derive_seed(r.seed, CONFIRM_STREAM, attempt))
+        confirm = float(returns.mean())
+        metrics.log("confirm", c["step"], wall_s=self.wall(), eval_mean=confirm)
+        return confirm >= r.stop_return
 
     def _state_head(self) -> dict[str, Any]:
         from shoal.config import config_to_dict

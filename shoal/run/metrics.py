@@ -72,8 +72,8 @@ METRIC_FIELDS = (
     "win_heuristic_second",
 )
 """The leading columns of a new ``metrics.csv``, in this order; other columns follow in the
-order they first appear. ``kind`` is 'episode', 'eval' or 'tick'; cells that do not apply
-are empty."""
+order they first appear. ``kind`` is 'episode', 'eval', 'confirm' (an evaluation confirming
+a solve) or 'tick'; cells that do not apply are empty."""
 
 _NOT_MIRRORED = frozenset({"episode", "wall_s"})
 """Columns that are numbers but not curves worth a TensorBoard scalar."""

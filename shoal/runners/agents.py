@@ -283,10 +283,12 @@ class AgentsRunner(Runner):
         self.env.close()
         super().close()
 
-    def evaluate(self) -> tuple[np.ndarray, Any]:
-        """Collective greedy returns of ``run.eval_episodes`` episodes on a world of its own,
-        and the stacked weights that played them."""
+    def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        """Collective greedy returns of ``run.eval_episodes`` episodes on a world of its own
+        (``seed``: their starts, default ``run.seed``), and the stacked weights that played
+        them."""
         r = self.cfg.run
+        seed = r.seed if seed is None else seed
         if self._eval_envs is None:
             a = self.cfg.agents
             self._eval_envs = [
@@ -295,7 +297,7 @@ class AgentsRunner(Runner):
         self._sync_actor()
         rngs = [copy.deepcopy(g.bit_generator.state) for g in self.actor.rngs]
         player = EpochPlayer(self.cfg, self._eval_envs[0], self.ma, self.actor)
-        seeds = [derive_seed(r.seed, EVAL_STREAM, i) for i in range(r.eval_episodes)]
+        seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(r.eval_episodes)]
         returns = np.array([player.play(0.0, s, store=False).returns.sum() for s in seeds])
         for g, s in zip(self.actor.rngs, rngs):  # greedy play draws from them: undo that
             g.bit_generator.state = s

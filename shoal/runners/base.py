@@ -130,15 +130,17 @@ class Runner:
         """The actor whose greedy policy evaluations play (its ``params`` become best.pt)."""
         return self.learner_actor()
 
-    def evaluate(self) -> tuple[np.ndarray, Any]:
+    def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
         """Greedy returns of ``run.eval_episodes`` episodes on the runner's own evaluation
-        envs (made on first use), and the weights that played them (for ``best.pt``). A
-        runner whose agents or envs differ (several agents, say) overrides this."""
+        envs (made on first use), and the weights that played them (for ``best.pt``).
+        ``seed`` picks the episodes' starts (default ``run.seed``: every evaluation the
+        same). A runner whose agents or envs differ (several agents, say) overrides this."""
         r = self.cfg.run
         if self._eval_envs is None:
             self._eval_envs = [make_env(self.cfg.env) for _ in range(min(r.eval_episodes, 32))]
         actor = self.eval_actor()
-        return evaluate(actor.greedy, self._eval_envs, r.eval_episodes, r.seed), actor.params
+        seed = r.seed if seed is None else seed
+        return evaluate(actor.greedy, self._eval_envs, r.eval_episodes, seed), actor.params
 
     def close(self) -> None:
         """Release what outlives :meth:`stop` (the evaluation envs); safe to call twice."""

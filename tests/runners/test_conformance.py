@@ -127,8 +127,6 @@ def test_unknown_runner_names_the_registered_ones(tmp_path):
 def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
     if runner_class(name).multi_agent:
         pytest.skip("a multi-agent runner learns in its own worlds (test_agents_runner.py)")
-    if name == "ray":  # issue 11 is in progress: see benchmarks/RESULTS.md
-        pytest.skip("ray: solves seeds 0-2, but 1 of 6 held-out checks fell short in the last runs")
     overrides = [*runner_overrides(name), f"run.seed={seed}", "run.progress=false"]
     result = shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
     assert result.solved_step is not None and result.solved_step <= 50_000, result
