@@ -8,9 +8,11 @@ Side by side in one run, on this machine:
    timed part (``learning_starts`` past the budget), so the figure is collection alone;
    steady state: the median of the runs' ``steps_per_s`` tick rows, start-up excluded (the
    wall time with start-up is printed too). Goal: ray >= 0.8x processes.
-2. Actor overhead: one ray actor's ``rollout`` (epsilon-greedy action, n-step writer, the
-   episode's initial priorities, the send to replay) against a bare loop of the same env and
-   network (greedy forward, ``env.step``) in this process, per env step. Goal: <= 15%.
+2. Actor overhead: one ray actor's ``rollout`` calls of ``ray.steps_per_call`` steps, as the
+   runner makes them (epsilon-greedy action, n-step writer, weight pulls, the finished
+   episodes' initial priorities and their send to replay, the call's round trip) against a
+   bare loop of the same env and network (greedy forward, ``env.step``) in this process,
+   per env step. Goal: <= 15%.
 3. Learner idle fraction when actors outpace it: a learning run with ``--workers`` actors,
    the mean of the tick rows' ``learner_idle`` (time waiting for a batch from the replay
    actor over time in ``learn``). Goal: <= 10%.
@@ -87,12 +89,13 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
     learner = build_learner(cfg, spec)
     RayWeightStore(server).publish(learner.weights(), {"epsilon": 0.05})
     actor = remote(apex.RolloutActor).remote(cfg, 0, 1, tag, 1)
-    n = args.overhead_steps
+    n, per_call = args.overhead_steps, cfg.ray.steps_per_call
     ray.get(actor.rollout.remote(200))  # warm-up
     t0 = time.perf_counter()
-    ray.get(actor.rollout.remote(n))
+    for _ in range(n // per_call):  # as the runner asks: ray.steps_per_call at a time
+        ray.get(actor.rollout.remote(per_call))
     ray.get(actor.flush.remote())
-    t_actor = (time.perf_counter() - t0) / n
+    t_actor = (time.perf_counter() - t0) / (n // per_call * per_call)
     for handle in (actor, replay, server):
         ray.kill(handle)
 

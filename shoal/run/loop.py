@@ -192,7 +192,7 @@ class RunLoop:
             return False
         if not r.confirm_solve:
             return True
-        attempt = c.get("confirms", 0)  # checkpoints from before confirmations lack it
+        attempt = c["confirms"]
         c["confirms"] = attempt + 1
         returns, _ = self.runner.evaluate(derive_seed(r.seed, CONFIRM_STREAM, attempt))
         confirm = float(returns.mean())

@@ -1,12 +1,14 @@
 """One Ape-X actor of the ray runner: an env, an inference-only network, a local episode.
 
-It plays, pulls newer weights every ``ray.pull_every`` env steps, and sends each finished
-episode's n-step transitions to the replay actor with their initial priorities (the TD
-errors under its own weights, :func:`~shoal.agent.priorities.initial_priorities`). An
+It plays, pulls newer weights every ``ray.pull_every`` env steps, and at the end of each
+call sends the n-step transitions of the episodes it finished to the replay actor with
+their initial priorities (the TD errors under its own weights,
+:func:`~shoal.agent.priorities.initial_priorities`), one forward and one send for all of
+them: a remote call costs about a millisecond, as much as a few short episodes' steps. An
 episode goes to replay whole or not at all: an actor killed mid-episode loses only that
-episode. At most ``ray.max_inflight`` sends are unanswered at a time (backpressure: a slow
-replay slows its actors instead of growing a queue). A plain class: the runner makes it a
-Ray actor.
+episode (and the others finished in that call). At most ``ray.max_inflight`` sends are
+unanswered at a time (backpressure: a slow replay slows its actors instead of growing a
+queue). A plain class: the runner makes it a Ray actor.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ class RolloutActor:
         torch.set_num_threads(1)
         # The replay and weight server are found by name: handles passed as constructor
         # arguments can be lost to a restart (ray-project/ray#53727).
-        store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"))
+        store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"), poll=True)
         replay = ray.get_actor(f"shoal-replay-{tag}")
         self.cfg, self.index, self.actors = cfg, index, actors
         self.spec = probe_env(cfg.env)
@@ -62,6 +64,8 @@ class RolloutActor:
         self.replay = replay
         self.node = ray.get_runtime_context().get_node_id()
         self.inflight: list[Any] = []
+        self.finished: list[dict[str, Any]] = []
+        """Transitions of the episodes finished in this call, not yet sent."""
         self.episodes = 0
         self.since_pull = 0
         self._pull()
@@ -95,10 +99,11 @@ class RolloutActor:
             self.obs, self.ret, self.length = nxt, self.ret + float(reward), self.length + 1
             self.since_pull += 1
             if term or trunc:
-                self._send()
+                self.finished += self.kept
                 finished.append((self.ret, self.length))
                 self.episodes += 1
                 self._new_episode()
+        self._send()
         return {
             "episodes": finished,
             "version": self.actor.version,
@@ -110,7 +115,9 @@ class RolloutActor:
     def _send(self) -> None:
         import ray
 
-        items = self.kept
+        items, self.finished = self.finished, []
+        if not items:
+            return
         batch = {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
         priorities = initial_priorities(
             self.actor.network, self.actor.params, batch, action_mask=self.cfg.dqn.action_mask

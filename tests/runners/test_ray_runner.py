@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+import torch
 
 import shoal
 from shoal.run.checkpoint import load_checkpoint
@@ -113,3 +114,34 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
     finally:
         for handle in (actor, replay, server):
             ray_session.kill(handle)
+
+
+def test_a_polling_weight_store_never_waits_and_sees_every_newer_version(ray_session):
+    from shoal.sync.ray_weights import RayWeightStore, WeightServer
+
+    tag = f"test-{time.monotonic_ns()}"
+    server = ray_session.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
+    server = server.remote()
+    learner = RayWeightStore(server)
+    actor = RayWeightStore(server, poll=True)
+    try:
+        state = {"w": torch.zeros(3)}
+        learner.publish(state, {"epsilon": 0.5})
+        first = actor.pull(-1)  # holding nothing, it waits for the first weights
+        assert first is not None and first.version == 0 and first.meta == {"epsilon": 0.5}
+        assert actor.pull(0) is None  # the question goes out; the answer comes at a later pull
+        seen = []
+        for version in (1, 2, 3):
+            state["w"] += 1
+            learner.publish(state)
+            deadline = time.monotonic() + 30
+            while (not seen or seen[-1][0] < version) and time.monotonic() < deadline:
+                got = actor.pull(seen[-1][0] if seen else 0)
+                if got is not None:
+                    seen.append((got.version, float(got.state["w"][0])))
+                time.sleep(0.01)
+        assert seen[-1] == (3, 3.0)
+        assert [v for v, _ in seen] == sorted({v for v, _ in seen})  # only ever newer
+        assert all(w == v for v, w in seen)  # each version with its own weights
+    finally:
+        ray_session.kill(server)
