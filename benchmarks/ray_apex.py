@@ -87,7 +87,9 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
     replay = remote(apex.ReplayActor).options(name=f"shoal-replay-{tag}").remote(cfg, spec)
     server = remote(WeightServer).options(name=f"shoal-weights-{tag}").remote()
     learner = build_learner(cfg, spec)
-    RayWeightStore(server).publish(learner.weights(), {"epsilon": 0.05})
+    store = RayWeightStore(server)
+    store.publish(learner.weights(), {"epsilon": 0.05})
+    store.flush()
     actor = remote(apex.RolloutActor).remote(cfg, 0, 1, tag, 1)
     n, per_call = args.overhead_steps, cfg.ray.steps_per_call
     ray.get(actor.rollout.remote(200))  # warm-up

@@ -81,6 +81,18 @@ class ReplayService:
         self.stale_updates += int((~fresh).sum())
         return int(fresh.sum())
 
+    def update_and_sample(
+        self,
+        indices: np.ndarray,
+        generations: np.ndarray,
+        td_errors: np.ndarray,
+        batch_size: int,
+    ) -> dict[str, np.ndarray]:
+        """:meth:`update_priorities` for the last batch, then :meth:`sample` the next: a
+        learner's one call per update (a remote call costs as much as a small update)."""
+        self.update_priorities(indices, generations, td_errors)
+        return self.sample(batch_size)
+
     def state_dict(self) -> dict[str, Any]:
         """The buffer's state and the write counts."""
         return {

@@ -5,10 +5,11 @@ N actor actors play with inference-only networks and per-actor exploration
 send whole episodes to one replay actor (shoal's prioritized replay behind
 :class:`~shoal.replay.ReplayService`, which drops priority updates for slots rewritten
 since they were drawn). One learner, in the caller's process, takes double-DQN n-step
-steps with importance weights on batches it asks for ``ray.prefetch`` ahead, sends the new
-priorities back, and every ``ray.publish_every`` updates puts a numpy copy of its weights in
-the object store (:class:`~shoal.sync.ray_weights.RayWeightStore`); actors pull anything
-newer every ``ray.pull_every`` env steps.
+steps with importance weights on batches it asks for ``ray.prefetch`` ahead (each request
+carries the priorities of the batch just learned from: one call per update), and every
+``ray.publish_every`` updates puts a numpy copy of its weights in the object store
+(:class:`~shoal.sync.ray_weights.RayWeightStore`); actors pull anything newer every
+``ray.pull_every`` env steps.
 
 With no address shoal starts a local Ray for the run (``address="local"``, no dashboard)
 and shuts it down at the end; ``ray.address`` (``--ray-address`` or ``RAY_ADDRESS``) joins
@@ -126,7 +127,8 @@ class RayRunner(Runner):
         self.actors: list[Any] = []
         self.calls: dict[Any, int] = {}
         self.samples: deque[Any] = deque()
-        self.pending: list[Any] = []
+        """Batches asked of the replay actor, oldest first (calls from one caller run in
+        order, so the priority updates they carry land before any later call)."""
         self.resume_replay: dict[str, Any] | None = None
         self.replay_size = 0
         self.replay_lost = False
@@ -176,6 +178,7 @@ class RayRunner(Runner):
         self.server = server.remote()
         self.store = RayWeightStore(self.server)
         self._publish(0)
+        self.store.flush()  # the actors' first pull finds these weights
         remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(RolloutActor)
         self.actors = [
             remote.remote(self.cfg, i, c.actors, tag, self.starts) for i in range(c.actors)
@@ -274,9 +277,9 @@ class RayRunner(Runner):
             self._owed -= 1
             batch = self._batch()
             info = self.learner.step(self.learner.make_batch(batch))
-            self.pending.append(
-                self.replay_actor.update_priorities.remote(
-                    batch["indices"], batch["generations"], info.td_errors
+            self.samples.append(
+                self.replay_actor.update_and_sample.remote(
+                    batch["indices"], batch["generations"], info.td_errors, self.cfg.dqn.batch_size
                 )
             )
             self.loss = info.loss
@@ -286,8 +289,6 @@ class RayRunner(Runner):
 
     def _publish(self, step: int) -> None:
         self.store.publish(self.learner.weights(), {"epsilon": self.epsilon(step)})
-        pending, self.pending = self.pending, []
-        self._from_replay(pending)  # bounded: priority updates never pile up
 
     # --- what the loop reads --------------------------------------------------------------------
     def eval_metrics(self) -> dict[str, float]:

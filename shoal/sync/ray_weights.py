@@ -62,6 +62,8 @@ class RayWeightStore:
         self._version = -1
         self._asked: Any = None
         """The question a polling store sent and has not had answered."""
+        self._announced: Any = None
+        """The last publish's call to the server."""
 
     def publish(
         self,
@@ -74,11 +76,23 @@ class RayWeightStore:
         version (``version`` if given and newer, else the previous + 1)."""
         import ray
 
+        self.flush()  # at most one announcement unanswered
         new = self._version + 1 if version is None else max(version, self._version + 1)
         arrays = {n: t.detach().cpu().numpy().copy() for n, t in state.items()}
         ref = ray.put(arrays)
-        self._version = ray.get(self.server.publish.remote(new, [ref], dict(meta or {})))
-        return self._version
+        # Not waited for: the server keeps the highest version it was told of, so the
+        # learner need not pay a round trip per publish.
+        self._announced = self.server.publish.remote(new, [ref], dict(meta or {}))
+        self._version = new
+        return new
+
+    def flush(self) -> None:
+        """Wait until the server holds the last publish (before actors first pull)."""
+        import ray
+
+        if self._announced is not None:
+            self._version = max(self._version, ray.get(self._announced))
+            self._announced = None
 
     def pull(self, if_newer_than: int = -1) -> Versioned | None:
         """The latest weights if newer than ``if_newer_than``, else None."""
@@ -105,4 +119,4 @@ class RayWeightStore:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.server, self.poll = state["server"], state["poll"]
-        self._version, self._asked = -1, None
+        self._version, self._asked, self._announced = -1, None, None

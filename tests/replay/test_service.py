@@ -58,3 +58,12 @@ def test_state_round_trips_and_a_wrong_capacity_is_named():
     assert sorted(set(a["generations"].tolist())) <= [1, 2]
     with pytest.raises(ValueError, match="capacity"):
         ReplayService(ReplayBuffer(4, (1,), prioritized=True)).load_state_dict(service.state_dict())
+
+
+def test_update_and_sample_applies_the_updates_before_drawing():
+    service = make()
+    service.add_batch(items(CAP), priorities=np.ones(CAP))
+    slots = np.arange(CAP)
+    # every slot but 3 to (almost) zero: the next draw is all slot 3
+    nxt = service.update_and_sample(slots, np.ones(CAP), np.where(slots == 3, 1.0, 0.0), 16)
+    assert (nxt["indices"] == 3).all() and (nxt["generations"] == 1).all()

@@ -95,7 +95,9 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
     replay = remote(num_cpus=0)(apex.ReplayActor).options(name=f"shoal-replay-{tag}")
     replay = replay.remote(cfg, spec)
     server = remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}").remote()
-    RayWeightStore(server).publish(build_learner(cfg, spec).weights(), {"epsilon": 1.0})
+    store = RayWeightStore(server)
+    store.publish(build_learner(cfg, spec).weights(), {"epsilon": 1.0})
+    store.flush()
     actor = remote(num_cpus=0)(apex.RolloutActor).remote(cfg, 0, 1, tag, 1)
     try:
         played = finished = 0
