@@ -88,6 +88,11 @@ class ReplayActor(ReplayService):
         """Items held."""
         return len(self)
 
+    def cpu_seconds(self) -> float:
+        """CPU time this actor's process has used (its load: near one core means the replay
+        is the run's bottleneck, a case for shards)."""
+        return time.process_time()
+
 
 class ReplayLostError(ShoalError):
     """The replay actor died: the run stops (its checkpoint keeps the learner)."""
@@ -139,6 +144,8 @@ class RayRunner(Runner):
         self.nodes: set[str] = set()
         """Ray nodes the actors ran on."""
         self.starts = 0
+        self._replay_cpu: tuple[float, float] | None = None
+        """The replay actor's CPU seconds and this process's clock at the last tick."""
         self._owed = 0.0
         self._wait_s = self._learn_s = 0.0
 
@@ -171,6 +178,7 @@ class RayRunner(Runner):
         tag = uuid.uuid4().hex[:12]
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
         self.replay_actor = replay.remote(self.cfg, self.spec)
+        self._replay_cpu = None  # a new process
         if self.resume_replay is not None:
             ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
         self.replay_size = self._from_replay(self.replay_actor.size.remote())
@@ -296,16 +304,24 @@ class RayRunner(Runner):
         return {"restarts": float(self.restarts)}
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
-        """Samples per second, restarts, and the learner's idle fraction (waiting for a
-        batch, of its time in learn)."""
+        """Samples per second, restarts, the learner's idle fraction (waiting for a batch,
+        of its time in learn) and the replay actor's CPU load (cores)."""
         idle = self._wait_s / self._learn_s if self._learn_s > 0 else 0.0
         self._wait_s = self._learn_s = 0.0
         return {
             **super().tick_metrics(updates_per_s),
             "restarts": float(self.restarts),
             "learner_idle": idle,
+            "replay_cpu": self._replay_load(),
             "ray_nodes": float(len(self.nodes)),
         }
+
+    def _replay_load(self) -> float:
+        now = (self._from_replay(self.replay_actor.cpu_seconds.remote()), time.perf_counter())
+        last, self._replay_cpu = self._replay_cpu, now
+        if last is None:
+            return 0.0
+        return (now[0] - last[0]) / max(now[1] - last[1], 1e-9)
 
     # --- state ----------------------------------------------------------------------------------
     def replay_state(self) -> Any:

@@ -56,6 +56,9 @@ def test_a_killed_actor_is_restarted_and_the_run_completes(
     assert result.env_steps >= 3000 and result.updates > 0
     rows = read_metrics(RunDir(tmp_path / "r").metrics)
     assert max(float(r["restarts"]) for r in rows if r.get("restarts")) >= 1
+    ticks = [r for r in rows if r["kind"] == "tick"]
+    assert all(0 <= float(r["learner_idle"]) <= 1 for r in ticks)
+    assert max(float(r["replay_cpu"]) for r in ticks) > 0  # the replay actor's load, in cores
     # The final checkpoint, taken after the actors and the replay stopped, holds replay.
     state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
     assert state["replay"]["buffer"]["storage"]["size"] > 1000
