@@ -5,7 +5,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 EXTRAS ?= dev,bench,multiagent,ray
 
-.PHONY: setup demo test bench lint format clean
+RLLIB_VENV := benchmarks/.venv-rllib
+RLLIB_STAMP := $(RLLIB_VENV)/.installed
+
+.PHONY: setup demo test bench rllib-venv lint format clean
 
 setup: $(STAMP)
 
@@ -18,13 +21,24 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
+# RLlib only for benchmarks/ray_apex.py's baseline, in a venv of its own: its pins are not
+# the project's. torch first, as above.
+rllib-venv: $(RLLIB_STAMP)
+
+$(RLLIB_STAMP): benchmarks/requirements-rllib.txt
+	test -x $(RLLIB_VENV)/bin/python || $(PYTHON) -m venv $(RLLIB_VENV)
+	$(RLLIB_VENV)/bin/python -m pip install --upgrade pip
+	$(RLLIB_VENV)/bin/python -m pip install torch==2.13.0
+	$(RLLIB_VENV)/bin/python -m pip install -r benchmarks/requirements-rllib.txt
+	touch $(RLLIB_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/shoal train cartpole --out runs
 
 test: $(STAMP)
 	$(PY) -m pytest
 
-bench: $(STAMP)
+bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/cartpole_time_to_solve.py
 	$(PY) benchmarks/qtable_throughput.py
 	$(PY) benchmarks/sudoku_transfer.py
@@ -46,4 +60,4 @@ format: $(STAMP)
 	$(VENV)/bin/ruff check --fix shoal tests benchmarks
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) $(RLLIB_VENV) build *.egg-info

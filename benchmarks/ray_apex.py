@@ -15,22 +15,32 @@ Side by side in one run, on this machine:
    per env step. Goal: <= 15%.
 3. Learner idle fraction when actors outpace it: a learning run with ``--workers`` actors,
    the mean of the tick rows' ``learner_idle`` (time waiting for a batch from the replay
-   actor over time in ``learn``). Goal: <= 10%.
+   actor over time in ``learn``). Goal: <= 10%. The same with 8 actors, with the replay
+   actor's CPU load (``replay_cpu``, cores): near 1 would make it the bottleneck (shards).
+4. CartPole time-to-solve (a greedy mean >= 475 over 20 episodes, confirmed on 20 more):
+   ``--runner ray`` with 2 actors against RLlib's DQN with 2 env runners
+   (``rllib_dqn.py``, run in its own venv ``benchmarks/.venv-rllib``, ``make rllib-venv``,
+   because RLlib's pins are not the project's), seed by seed. Goal: shoal's median time
+   <= 0.5x RLlib's. Neither clock includes Ray's start-up.
 
-Every run shares one local Ray started here (its start-up is printed, not timed), on
-127.0.0.2. Usage::
+Parts 1-4 share one local Ray started here (its start-up is printed, not timed), on
+127.0.0.2; it is shut down before RLlib's runs, which start their own. Usage::
 
     python benchmarks/ray_apex.py [--workers 2] [--steps 20000] [--cost-us 200]
+        [--solve-seeds 0,1,2] [--rllib-budget-s 600] [--parts 1234]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
+import subprocess
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import ray
@@ -46,8 +56,10 @@ from shoal.runners import apex
 from shoal.sync.ray_weights import RayWeightStore, WeightServer
 
 
-def run(runner: str, args: argparse.Namespace, out: str, *, learn: bool) -> dict[str, float]:
-    steps = args.steps
+def run(
+    runner: str, args: argparse.Namespace, out: str, *, learn: bool, workers: int = 0
+) -> dict[str, float]:
+    steps, workers = args.steps, workers or args.workers
     over = [
         f"run.runner={runner}",
         f"env.step_cost_us={args.cost_us}",
@@ -60,8 +72,8 @@ def run(runner: str, args: argparse.Namespace, out: str, *, learn: bool) -> dict
         "run.progress=false",
         "run.stop_return=none",
         f"run.out='{out}'",
-        f"processes.workers={args.workers}",
-        f"ray.actors={args.workers}",
+        f"processes.workers={workers}",
+        f"ray.actors={workers}",
         f"ray.actor_cpus={args.actor_cpus}",
     ]
     t0 = time.perf_counter()
@@ -69,13 +81,20 @@ def run(runner: str, args: argparse.Namespace, out: str, *, learn: bool) -> dict
     wall = time.perf_counter() - t0
     rows = [r for r in read_metrics(RunDir(result.run_dir).metrics) if r["kind"] == "tick"]
     sps = [float(r["steps_per_s"]) for r in rows[1:]] or [result.env_steps / wall]
-    idle = [float(r["learner_idle"]) for r in rows if r.get("learner_idle")]
+    learning = [r for r in rows if float(r.get("updates") or 0) > 0]
     return {
         "sps": statistics.median(sps),
         "wall_sps": result.env_steps / wall,
-        "idle": float(np.mean(idle)) if idle else float("nan"),
+        "idle": mean_of(learning, "learner_idle"),
+        "replay_cpu": mean_of(learning, "replay_cpu"),
+        "ups": mean_of(learning, "updates_per_s"),
         "updates": result.updates,
     }
+
+
+def mean_of(rows: list[dict[str, str]], column: str) -> float:
+    values = [float(r[column]) for r in rows if r.get(column)]
+    return float(np.mean(values)) if values else float("nan")
 
 
 def overhead(args: argparse.Namespace) -> tuple[float, float]:
@@ -116,6 +135,92 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
     return t_actor, t_bare
 
 
+def collection(args: argparse.Namespace, out: str) -> None:
+    print(
+        f"\n1. collection, {args.workers} workers, CartPole + {args.cost_us:g} us spin a step, "
+        f"{args.steps} steps, no learning"
+    )
+    got = {name: run(name, args, out, learn=False) for name in ("processes", "ray")}
+    for name, g in got.items():
+        print(f"  {name:<10} {g['sps']:>8.0f} steps/s steady ({g['wall_sps']:.0f} with start-up)")
+    ratio = got["ray"]["sps"] / got["processes"]["sps"]
+    print(f"  ray / processes: {ratio:.2f}x (goal >= 0.8x: {verdict(ratio >= 0.8)})")
+
+
+def actor_overhead(args: argparse.Namespace) -> None:
+    print(f"\n2. actor overhead, {args.overhead_steps} steps")
+    t_actor, t_bare = overhead(args)
+    over = t_actor / t_bare - 1
+    print(
+        f"  ray actor {1e6 * t_actor:.0f} us/step, bare loop {1e6 * t_bare:.0f} us/step: "
+        f"overhead {100 * over:.1f}% (goal <= 15%: {verdict(over <= 0.15)})"
+    )
+
+
+def learner_idle(args: argparse.Namespace, out: str) -> None:
+    print("\n3. learner idle and replay load, learning from step 1000")
+    for n in sorted({args.workers, 8}):
+        g = run("ray", args, out, learn=True, workers=n)
+        goal = f" (goal <= 10%: {verdict(g['idle'] <= 0.10)})" if n == args.workers else ""
+        print(
+            f"  {n} actors: learner idle {100 * g['idle']:.1f}% of its time in learn{goal}; "
+            f"{g['ups']:.0f} updates/s, {g['sps']:.0f} env steps/s, replay actor "
+            f"{g['replay_cpu']:.2f} cores"
+        )
+
+
+def time_to_solve(args: argparse.Namespace, out: str) -> list[float | None]:
+    """Seconds from the run's start (the shared Ray already up) to a confirmed solve."""
+    print("\n4. CartPole time-to-solve (greedy mean >= 475 over 20 episodes), 2 actors")
+    times: list[float | None] = []
+    for seed in [int(x) for x in args.solve_seeds.split(",")]:
+        over = ["run.runner=ray", "ray.actors=2", f"run.seed={seed}", "run.progress=false"]
+        result = shoal.train("cartpole", overrides=[*over, f"run.out='{out}'"])
+        times.append(result.solved_wall_seconds)
+        print(
+            f"  shoal ray, seed {seed}: solved at {result.solved_step} env steps, "
+            f"{result.solved_wall_seconds or float('nan'):.1f} s"
+        )
+    return times
+
+
+def against_rllib(args: argparse.Namespace, shoal_times: list[float | None]) -> None:
+    """RLlib's DQN with 2 env runners, each seed in its own process and venv."""
+    python = Path(__file__).parent / ".venv-rllib" / "bin" / "python"
+    if not python.exists():
+        print(f"  RLlib: not run, {python} is missing (make rllib-venv)")
+        return
+    times = []
+    for seed in [int(x) for x in args.solve_seeds.split(",")]:
+        cmd = [str(python), str(Path(__file__).parent / "rllib_dqn.py"), "--json"]
+        cmd += ["--seed", str(seed), "--budget-s", str(args.rllib_budget_s)]
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=args.rllib_budget_s + 300
+        )
+        got = json.loads(done.stdout.strip().splitlines()[-1])
+        times.append(got["time_to_solve_s"] if got["solved"] else args.rllib_budget_s)
+        print(
+            f"  RLlib DQN {got['rllib']}, seed {seed}: "
+            + (
+                f"solved at {got['env_steps']} env steps, {got['time_to_solve_s']:.1f} s"
+                if got["solved"]
+                else f"not solved in {args.rllib_budget_s:.0f} s"
+            )
+        )
+    if None in shoal_times:
+        print("  shoal did not solve every seed: no ratio")
+        return
+    ratio = statistics.median(shoal_times) / statistics.median(times)
+    print(
+        f"  median time-to-solve, shoal ray / RLlib DQN: {ratio:.2f}x "
+        f"(an unsolved RLlib seed counts as its budget) (goal <= 0.5x: {verdict(ratio <= 0.5)})"
+    )
+
+
+def verdict(met: bool) -> str:
+    return "MET" if met else "MISSED"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workers", type=int, default=2)
@@ -123,6 +228,9 @@ def main() -> None:
     parser.add_argument("--cost-us", type=float, default=200.0, help="spin per env step")
     parser.add_argument("--actor-cpus", type=float, default=0.5)
     parser.add_argument("--overhead-steps", type=int, default=5000)
+    parser.add_argument("--solve-seeds", default="0,1,2", help="CartPole time-to-solve seeds")
+    parser.add_argument("--rllib-budget-s", type=float, default=600.0)
+    parser.add_argument("--parts", default="1234", help="which parts to run")
     args = parser.parse_args()
     print(
         f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
@@ -134,32 +242,16 @@ def main() -> None:
     )
     print(f"local Ray start-up {time.perf_counter() - t0:.1f} s (not in any figure below)")
     out = tempfile.mkdtemp(prefix="shoal-bench-ray-")
-
-    print(
-        f"\n1. collection, {args.workers} workers, CartPole + {args.cost_us:g} us spin a step, "
-        f"{args.steps} steps, no learning"
-    )
-    got = {name: run(name, args, out, learn=False) for name in ("processes", "ray")}
-    for name, g in got.items():
-        print(f"  {name:<10} {g['sps']:>8.0f} steps/s steady ({g['wall_sps']:.0f} with start-up)")
-    ratio = got["ray"]["sps"] / got["processes"]["sps"]
-    print(f"  ray / processes: {ratio:.2f}x (goal >= 0.8x: {'MET' if ratio >= 0.8 else 'MISSED'})")
-
-    print(f"\n2. actor overhead, {args.overhead_steps} steps")
-    t_actor, t_bare = overhead(args)
-    over = t_actor / t_bare - 1
-    print(
-        f"  ray actor {1e6 * t_actor:.0f} us/step, bare loop {1e6 * t_bare:.0f} us/step: "
-        f"overhead {100 * over:.1f}% (goal <= 15%: {'MET' if over <= 0.15 else 'MISSED'})"
-    )
-
-    print(f"\n3. learner idle, {args.workers} actors, learning from step 1000")
-    g = run("ray", args, out, learn=True)
-    print(
-        f"  learner idle {100 * g['idle']:.1f}% of its time in learn ({g['updates']} updates) "
-        f"(goal <= 10%: {'MET' if g['idle'] <= 0.10 else 'MISSED'})"
-    )
-    ray.shutdown()
+    if "1" in args.parts:
+        collection(args, out)
+    if "2" in args.parts:
+        actor_overhead(args)
+    if "3" in args.parts:
+        learner_idle(args, out)
+    shoal_solves = time_to_solve(args, out) if "4" in args.parts else []
+    ray.shutdown()  # RLlib starts its own
+    if "4" in args.parts:
+        against_rllib(args, shoal_solves)
 
 
 if __name__ == "__main__":

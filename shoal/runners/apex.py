@@ -178,9 +178,10 @@ class RayRunner(Runner):
         tag = uuid.uuid4().hex[:12]
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
         self.replay_actor = replay.remote(self.cfg, self.spec)
-        self._replay_cpu = None  # a new process
         if self.resume_replay is not None:
             ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
+        self._replay_cpu = None  # a new process: its load is measured from here
+        self._replay_load()
         self.replay_size = self._from_replay(self.replay_actor.size.remote())
         server = ray.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
         self.server = server.remote()
