@@ -70,6 +70,9 @@ class RayConfig:
     """Episodes an actor may have sent to replay and not yet had answered."""
     prefetch: int = param(2, gt=0)
     """Batches the learner has asked the replay actor for ahead of use."""
+    actor_nice: int = param(19, ge=0, le=19)
+    """Niceness of the actors' processes (never below Ray's for its workers): on a node
+    they share with the learner and the replay actor, actors yield the CPU to those two."""
     max_restarts: int = param(3, ge=0)
     """Restarts Ray grants each actor (an actor killed mid-run comes back this often)."""
     timeout: float = param(120.0, gt=0.0)

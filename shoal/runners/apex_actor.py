@@ -50,6 +50,7 @@ class RolloutActor:
         from shoal.sync.ray_weights import RayWeightStore
 
         torch.set_num_threads(1)
+        os.nice(max(0, cfg.ray.actor_nice - os.nice(0)))  # raising niceness needs no rights
         # The replay and weight server are found by name: handles passed as constructor
         # arguments can be lost to a restart (ray-project/ray#53727).
         store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"), poll=True)
