@@ -111,6 +111,8 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
             finished += sum(length for _, length in got["episodes"])
         ray_session.get(actor.flush.remote())
         assert finished + got["in_progress"] == played and finished > 0
+        # actors yield the CPU to the learner and the replay (ray.actor_nice)
+        assert os.getpriority(os.PRIO_PROCESS, ray_session.get(actor.pid.remote())) == 19
         # n-step transitions: one per step of each finished episode, none of the partial one
         assert ray_session.get(replay.size.remote()) == finished
         ray_session.kill(actor)
