@@ -228,8 +228,8 @@ def main() -> None:
     parser.add_argument("--cost-us", type=float, default=200.0, help="spin per env step")
     parser.add_argument("--actor-cpus", type=float, default=0.5)
     parser.add_argument("--overhead-steps", type=int, default=5000)
-    parser.add_argument("--solve-seeds", default="0,1,2", help="CartPole time-to-solve seeds")
-    parser.add_argument("--rllib-budget-s", type=float, default=600.0)
+    parser.add_argument("--solve-seeds", default="0,1", help="CartPole time-to-solve seeds")
+    parser.add_argument("--rllib-budget-s", type=float, default=900.0)
     parser.add_argument("--parts", default="1234", help="which parts to run")
     args = parser.parse_args()
     print(
