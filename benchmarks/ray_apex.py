@@ -27,7 +27,7 @@ Parts 1-4 share one local Ray started here (its start-up is printed, not timed),
 127.0.0.2; it is shut down before RLlib's runs, which start their own. Usage::
 
     python benchmarks/ray_apex.py [--workers 2] [--steps 20000] [--cost-us 200]
-        [--solve-seeds 0,1,2] [--rllib-budget-s 600] [--parts 1234]
+        [--solve-seeds 0,1] [--rllib-budget-s 900] [--parts 1234]
 """
 
 from __future__ import annotations
