@@ -18,7 +18,7 @@ Side by side in one run, on this machine:
    actor over time in ``learn``). Goal: <= 10%. The same with 8 actors, with the replay
    actor's CPU load (``replay_cpu``, cores): near 1 would make it the bottleneck (shards).
 4. CartPole time-to-solve (a greedy mean >= 475 over 20 episodes, confirmed on 20 more):
-   ``--runner ray`` with 2 actors against RLlib's DQN with 2 env runners
+   ``--runner ray`` with 2 actors, then (5) RLlib's DQN with 2 env runners
    (``rllib_dqn.py``, run in its own venv ``benchmarks/.venv-rllib``, ``make rllib-venv``,
    because RLlib's pins are not the project's), seed by seed. Goal: shoal's median time
    <= 0.5x RLlib's. Neither clock includes Ray's start-up.
@@ -27,7 +27,7 @@ Parts 1-4 share one local Ray started here (its start-up is printed, not timed),
 127.0.0.2; it is shut down before RLlib's runs, which start their own. Usage::
 
     python benchmarks/ray_apex.py [--workers 2] [--steps 20000] [--cost-us 200]
-        [--solve-seeds 0,1] [--rllib-budget-s 900] [--parts 1234]
+        [--solve-seeds 0,1] [--rllib-budget-s 900] [--parts 12345]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import ray
@@ -98,7 +99,8 @@ def mean_of(rows: list[dict[str, str]], column: str) -> float:
 
 
 def overhead(args: argparse.Namespace) -> tuple[float, float]:
-    """Seconds per env step: a ray actor's rollout, and a bare loop here."""
+    """Seconds per env step, the median of 3 alternating rounds: a ray actor's rollout
+    calls, and a bare loop here."""
     cfg = load_config("cartpole", [f"env.step_cost_us={args.cost_us}", "env.step_cost_kind='spin'"])
     spec = probe_env(cfg.env)
     tag = f"bench-{os.getpid()}"
@@ -110,19 +112,26 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
     store.publish(learner.weights(), {"epsilon": 0.05})
     store.flush()
     actor = remote(apex.RolloutActor).remote(cfg, 0, 1, tag, 1)
-    n, per_call = args.overhead_steps, cfg.ray.steps_per_call
-    ray.get(actor.rollout.remote(200))  # warm-up
-    t0 = time.perf_counter()
-    for _ in range(n // per_call):  # as the runner asks: ray.steps_per_call at a time
-        ray.get(actor.rollout.remote(per_call))
-    ray.get(actor.flush.remote())
-    t_actor = (time.perf_counter() - t0) / (n // per_call * per_call)
-    for handle in (actor, replay, server):
-        ray.kill(handle)
-
     torch.set_num_threads(1)
     env, net = make_env(cfg.env), build_network(cfg, spec)
     net.load_state_dict({k: v.detach() for k, v in learner.weights().items()})
+    ray.get(actor.rollout.remote(200))  # warm-up
+    calls = args.overhead_steps // cfg.ray.steps_per_call
+    n = calls * cfg.ray.steps_per_call
+    rounds = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(calls):  # as the runner asks: ray.steps_per_call at a time
+            ray.get(actor.rollout.remote(cfg.ray.steps_per_call))
+        ray.get(actor.flush.remote())
+        rounds.append(((time.perf_counter() - t0) / n, bare_loop(env, net, n)))
+    for handle in (actor, replay, server):
+        ray.kill(handle)
+    return statistics.median(a for a, _ in rounds), statistics.median(b for _, b in rounds)
+
+
+def bare_loop(env: Any, net: torch.nn.Module, n: int) -> float:
+    """Seconds per step of ``n`` greedy steps, nothing else."""
     obs, _ = env.reset(seed=0)
     t0 = time.perf_counter()
     with torch.inference_mode():
@@ -131,8 +140,7 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
             obs, _, term, trunc, _ = env.step(action)
             if term or trunc:
                 obs, _ = env.reset()
-    t_bare = (time.perf_counter() - t0) / n
-    return t_actor, t_bare
+    return (time.perf_counter() - t0) / n
 
 
 def collection(args: argparse.Namespace, out: str) -> None:
@@ -148,7 +156,7 @@ def collection(args: argparse.Namespace, out: str) -> None:
 
 
 def actor_overhead(args: argparse.Namespace) -> None:
-    print(f"\n2. actor overhead, {args.overhead_steps} steps")
+    print(f"\n2. actor overhead, median of 3 alternating rounds of {args.overhead_steps} steps")
     t_actor, t_bare = overhead(args)
     over = t_actor / t_bare - 1
     print(
@@ -230,16 +238,16 @@ def main() -> None:
     parser.add_argument("--overhead-steps", type=int, default=5000)
     parser.add_argument("--solve-seeds", default="0,1", help="CartPole time-to-solve seeds")
     parser.add_argument("--rllib-budget-s", type=float, default=900.0)
-    parser.add_argument("--parts", default="1234", help="which parts to run")
+    parser.add_argument(
+        "--parts", default="12345", help="which parts to run (4: shoal's solves, 5: RLlib's)"
+    )
     args = parser.parse_args()
     print(
         f"machine: {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
         f"torch {torch.__version__}, ray {ray.__version__}, load {os.getloadavg()[0]:.2f}"
     )
     t0 = time.perf_counter()
-    ray.init(
-        address="local", include_dashboard=False, log_to_driver=False, _node_ip_address="127.0.0.2"
-    )
+    ray.init(**apex.local_ray_options(node_ip_address="127.0.0.2"))  # as a run starts it
     print(f"local Ray start-up {time.perf_counter() - t0:.1f} s (not in any figure below)")
     out = tempfile.mkdtemp(prefix="shoal-bench-ray-")
     if "1" in args.parts:
@@ -250,7 +258,7 @@ def main() -> None:
         learner_idle(args, out)
     shoal_solves = time_to_solve(args, out) if "4" in args.parts else []
     ray.shutdown()  # RLlib starts its own
-    if "4" in args.parts:
+    if "4" in args.parts and "5" in args.parts:
         against_rllib(args, shoal_solves)
 
 

@@ -38,7 +38,7 @@ from shoal.run.loop import Collected
 from shoal.runners.apex_actor import RolloutActor
 from shoal.runners.base import Runner
 
-__all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError"]
+__all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
 
 
 @dataclass
@@ -58,8 +58,9 @@ class RayConfig:
     """The local Ray's node address (tests: a loopback address such as 127.0.0.2)."""
     temp_dir: str | None = None
     """The local Ray's directory for sockets and logs (none: Ray's default)."""
-    steps_per_call: int = param(100, gt=0)
-    """Env steps an actor plays per call (the driver hears of finished episodes then)."""
+    steps_per_call: int = param(250, gt=0)
+    """Env steps an actor plays per call (the driver hears of finished episodes then; a
+    call costs a round trip and a send: at 100 steps they added ~5% to an actor's time)."""
     publish_every: int = param(10, gt=0)
     """Learner updates between weight publishes."""
     pull_every: int = param(100, gt=0)
@@ -100,6 +101,24 @@ class ReplayActor(ReplayService):
 
 class ReplayLostError(ShoalError):
     """The replay actor died: the run stops (its checkpoint keeps the learner)."""
+
+
+def local_ray_options(
+    num_cpus: int | None = None, node_ip_address: str | None = None, temp_dir: str | None = None
+) -> dict[str, Any]:
+    """``ray.init`` arguments of the local Ray a run starts: no dashboard, and workers at
+    niceness 0, not Ray's 15, so the replay actor outranks the actors (which nice
+    themselves to ``ray.actor_nice``): on 2 cores that cut the learner's wait for batches
+    from 6-9% of its time to 1%."""
+    return {
+        "address": "local",
+        "num_cpus": num_cpus or os.cpu_count(),
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "_node_ip_address": node_ip_address,
+        "_temp_dir": temp_dir,
+        "_system_config": {"worker_niceness": 0},
+    }
 
 
 def _ray() -> Any:
@@ -162,14 +181,7 @@ class RayRunner(Runner):
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(
-                address="local",
-                num_cpus=c.num_cpus or os.cpu_count(),
-                include_dashboard=False,
-                log_to_driver=False,
-                _node_ip_address=c.node_ip_address,
-                _temp_dir=c.temp_dir,
-            )
+            ray.init(**local_ray_options(c.num_cpus, c.node_ip_address, c.temp_dir))
         self.started_ray = True
 
     def start(self) -> None:

@@ -111,8 +111,10 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
             finished += sum(length for _, length in got["episodes"])
         ray_session.get(actor.flush.remote())
         assert finished + got["in_progress"] == played and finished > 0
-        # actors yield the CPU to the learner and the replay (ray.actor_nice)
+        # actors yield the CPU to the learner and the replay (ray.actor_nice), other
+        # workers of a local Ray as shoal starts it keep niceness 0
         assert os.getpriority(os.PRIO_PROCESS, ray_session.get(actor.pid.remote())) == 19
+        assert ray_session.get(ray_session.remote(num_cpus=0)(lambda: os.nice(0)).remote()) == 0
         # n-step transitions: one per step of each finished episode, none of the partial one
         assert ray_session.get(replay.size.remote()) == finished
         ray_session.kill(actor)
