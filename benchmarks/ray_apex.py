@@ -21,7 +21,8 @@ Side by side in one run, on this machine:
    ``--runner ray`` with 2 actors, then (5) RLlib's DQN with 2 env runners
    (``rllib_dqn.py``, run in its own venv ``benchmarks/.venv-rllib``, ``make rllib-venv``,
    because RLlib's pins are not the project's), seed by seed. Goal: shoal's median time
-   <= 0.5x RLlib's. Neither clock includes Ray's start-up.
+   <= 0.5x RLlib's. Neither clock includes Ray's start-up; only shoal's solve must be
+   confirmed (``run.confirm_solve``), which can only lengthen its time.
 
 Parts 1-4 share one local Ray started here (its start-up is printed, not timed), on
 127.0.0.2; it is shut down before RLlib's runs, which start their own. Usage::
