@@ -68,10 +68,12 @@ class RayConfig:
     eps_alpha: float = param(7.0, ge=0.0)
     """Ape-X's per-actor exploration exponent alpha."""
     max_inflight: int = param(2, gt=0)
-    """Episodes an actor may have sent to replay and not yet had answered."""
+    """Sends to replay (each holding the episodes one call finished) an actor may have
+    unanswered."""
     prefetch: int = param(8, gt=0)
     """Batches the learner has asked the replay actor for ahead of use (on 2 cores shared
-    with 2 actors, 2 left the learner waiting about 20% of its time in learn, 8 about 7%)."""
+    with 2 actors, with Ray's default worker niceness: 2 left the learner waiting about 20%
+    of its time in learn, 8 about 7%)."""
     actor_nice: int = param(19, ge=0, le=19)
     """Niceness of the actors' processes (never below Ray's for its workers): on a node
     they share with the learner and the replay actor, actors yield the CPU to those two."""
