@@ -93,7 +93,9 @@ def test_a_run_joins_a_two_node_cluster_and_uses_both_nodes(tmp_path, two_nodes)
 def test_ctrl_c_with_an_embedded_ray_checkpoints_and_leaves_no_ray_process(tmp_path):
     temp_dir = f"/tmp/shoal-ray-{os.getpid()}-{time.monotonic_ns() % 100000}"
     cmd = [str(Path(sys.executable).with_name("shoal")), "train", "cartpole", "--runner", "ray"]
-    cmd += ["--workers", "2", "--steps", "200000", "--no-progress"]
+    # A run that cannot end before the Ctrl-C (the preset's would solve CartPole first).
+    cmd += ["--workers", "2", "--steps", "1000000", "--no-progress"]
+    cmd += ["--set", "run.stop_return=none"]
     cmd += ["--set", "ray.node_ip_address='127.0.0.2'", "--set", f"ray.temp_dir='{temp_dir}'"]
     cmd += ["--set", "run.log_every=100", "--run-dir", str(tmp_path / "r")]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
