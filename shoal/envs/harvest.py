@@ -60,6 +60,7 @@ from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 
 from shoal.envs.gridworld import GridWorld
+from shoal.envs.parallel import joint_actions
 from shoal.errors import ConfigError, ShoalError
 
 __all__ = [
@@ -495,18 +496,9 @@ class HarvestEnv(ParallelEnv):
         live at the start of the step."""
         if not self.agents:
             raise ShoalError("harvest step: the episode is over; call reset() first")
-        acts = [STAY] * self.max_num_agents
         index = self._index
-        for name, action in actions.items():
-            i = index.get(name)
-            if i is None:
-                raise ShoalError(f"harvest step: unknown agent {name!r}")
-            act = int(action)
-            if not 0 <= act < len(ACTIONS):
-                raise ShoalError(
-                    f"harvest step: action {action!r} of {name} is out of range; allowed: 0..5"
-                )
-            acts[i] = act
+        # STAY is 0, what joint_actions gives a missing agent.
+        acts = joint_actions("harvest", actions, index, self.max_num_agents, len(ACTIONS)).tolist()
         world = self.world
         rewards = world._step(acts)
         obs, out = self._observe()

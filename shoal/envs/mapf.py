@@ -59,6 +59,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 
+from shoal.envs.parallel import joint_actions
 from shoal.errors import ConfigError, ShoalError
 
 __all__ = [
@@ -521,17 +522,7 @@ class MapfEnv(ParallelEnv):
         PettingZoo's five dicts."""
         if not self.agents:
             raise ShoalError("mapf step: the episode is over; call reset() first")
-        acts = np.zeros(self.max_num_agents, np.intp)
-        for name, action in actions.items():
-            i = self._index.get(name)
-            if i is None:
-                raise ShoalError(f"mapf step: unknown agent {name!r}")
-            act = int(action)
-            if not 0 <= act < len(ACTIONS):
-                raise ShoalError(
-                    f"mapf step: action {action!r} of {name} is out of range; allowed: 0..4"
-                )
-            acts[i] = act
+        acts = joint_actions("mapf", actions, self._index, self.max_num_agents, len(ACTIONS))
         new, collided = resolve_moves(self.grid, self.positions, acts)
         moved = (new != self.positions).any(axis=1)
         self.positions = new

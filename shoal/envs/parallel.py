@@ -15,12 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from shoal.errors import EnvError
+from shoal.errors import EnvError, ShoalError
 
 __all__ = [
     "HARVEST_ID",
     "MultiAgentSpec",
     "check_same_agents",
+    "joint_actions",
     "make_parallel_env",
     "probe_parallel_env",
 ]
@@ -101,3 +102,24 @@ def check_same_agents(env: Any, env_id: str, agents: tuple[str, ...]) -> None:
             f"env.id {env_id!r}: the agent list changed at reset "
             f"({list(agents)} -> {list(env.possible_agents)})"
         )
+
+
+def joint_actions(
+    world: str, actions: Any, index: dict[str, int], n_agents: int, n_actions: int
+) -> np.ndarray:
+    """A ``ParallelEnv.step`` 's action dict as one action per agent slot (``index``:
+    name -> slot; a missing agent stays, action 0), with an unknown agent or an action out
+    of ``range(n_actions)`` named in the error (``world`` prefixes it)."""
+    acts = np.zeros(n_agents, np.intp)
+    for name, action in actions.items():
+        i = index.get(name)
+        if i is None:
+            raise ShoalError(f"{world} step: unknown agent {name!r}")
+        act = int(action)
+        if not 0 <= act < n_actions:
+            raise ShoalError(
+                f"{world} step: action {action!r} of {name} is out of range; "
+                f"allowed: 0..{n_actions - 1}"
+            )
+        acts[i] = act
+    return acts
