@@ -33,9 +33,9 @@ CHECKPOINTS = ("best", "latest")
 def _run(cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> TrainResult:
     """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`."""
     from shoal.run.loop import RunLoop
-    from shoal.runners import runner_class
+    from shoal.runners import runner_for
 
-    runner = runner_class(cfg.run.runner)(cfg)
+    runner = runner_for(cfg)(cfg)
     try:
         loop = RunLoop(runner, run, resume=resume, title=_title(cfg))
         if resume is not None:
@@ -74,7 +74,7 @@ def train(
     Everything is validated (config, env, run directory) before any work starts.
     """
     from shoal.run.checkpoint import load_checkpoint
-    from shoal.runners import runner_class
+    from shoal.runners import runner_for
 
     if resume is not None:
         if config is not None:
@@ -87,14 +87,14 @@ def train(
                 f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
                 f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
             )
-        runner_class(cfg.run.runner).check(cfg)
+        runner_for(cfg).check(cfg)
         state = load_checkpoint(run.checkpoint)
         return _run(cfg, run, resume=state)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
-    runner_class(cfg.run.runner).check(cfg)
+    runner_for(cfg).check(cfg)
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
     return _run(cfg, run)
@@ -165,9 +165,9 @@ def _open_checkpoint(
 
 
 def _multi_agent(cfg: Config) -> bool:
-    from shoal.runners import runner_class
+    from shoal.runners import runner_for
 
-    return bool(getattr(runner_class(cfg.run.runner), "multi_agent", False))
+    return bool(getattr(runner_for(cfg), "multi_agent", False))
 
 
 def evaluate_run(

@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
     pl.add_argument("run_dir", metavar="RUN_DIR")
     _sudoku_parser(sub)
+    _mapf_parser(sub)
     return parser
 
 
@@ -200,6 +201,60 @@ def _sudoku_train_parser(sub2: argparse._SubParsersAction) -> None:
     tr.add_argument("--independent", action="store_true", help="one private table per worker")
     tr.add_argument("--seed", type=int, help="seed (sets sudoku.seed)")
     _add_run_arguments(tr, "bonus=0.5 or sudoku.bonus=0.5", "KEY=VALUE")
+
+
+def _mapf_parser(sub: argparse._SubParsersAction) -> None:
+    mapf = sub.add_parser("mapf", help="multi-agent path finding: evaluate against baselines")
+    sub2 = mapf.add_subparsers(dest="mapf_command", required=True, metavar="COMMAND")
+    ev = sub2.add_parser(
+        "eval",
+        help="compare a run's policy, it without communication, and shortest-path agents",
+        description=(
+            "Play the same MAPF instances with a run's policy, the same network with\n"
+            "communication off, and independent shortest-path agents (each follows its own\n"
+            "BFS path and waits on conflicts); print success rate, makespan and sum of\n"
+            "costs, also over the instances every policy solved (the fair comparison)."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ev.add_argument(
+        "run_dir",
+        metavar="RUN_DIR",
+        help="a MAPF training run directory, or - for the shortest-path baseline alone",
+    )
+    where = ev.add_mutually_exclusive_group(required=True)
+    where.add_argument("--map", metavar="FILE.map", help="a MovingAI map (with --scen)")
+    where.add_argument("--generate", action="store_true", help="generated maps (with --size)")
+    ev.add_argument(
+        "--scen",
+        nargs="+",
+        default=[],
+        metavar="FILE.scen",
+        help="MovingAI scenarios, one instance each: its first N entries are the agents",
+    )
+    ev.add_argument("--agents", type=_positive_int, required=True, metavar="N", help="agents")
+    ev.add_argument("--size", type=_positive_int, metavar="S", help="side of generated maps")
+    ev.add_argument(
+        "--density",
+        type=float,
+        nargs="+",
+        metavar="D",
+        help="obstacle density of generated maps, or a LO HI range (default 0.1 0.3)",
+    )
+    ev.add_argument("--instances", type=_positive_int, help="generated instances (default 100)")
+    ev.add_argument("--max-steps", type=_positive_int, default=256, help="step cap (default 256)")
+    ev.add_argument("--seed", type=int, default=0, help="seed of generated instances (default 0)")
+    ev.add_argument(
+        "--gif",
+        metavar="FILE.gif|FILE.png",
+        help="animate the first policy on the first instance (.png: a strip of frames)",
+    )
+    ev.add_argument("--out", metavar="FILE.json", help="write the report as JSON")
+    ev.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="only the run's policy (no ablation, no baseline)",
+    )
 
 
 def _describe(obj: object) -> str:
@@ -350,10 +405,31 @@ def _sudoku(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mapf(args: argparse.Namespace) -> int:
+    from shoal.mapf.evaluate import eval_command
+
+    eval_command(
+        args.run_dir,
+        agents=args.agents,
+        map_path=args.map,
+        scen_paths=args.scen,
+        generate=args.generate,
+        size=args.size,
+        density=args.density,
+        count=args.instances,
+        max_steps=args.max_steps,
+        seed=args.seed,
+        animation=args.gif,
+        out=args.out,
+        baselines=not args.no_baselines,
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shoal`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
-    handlers = {"train": _train, "eval": _eval, "plot": _plot, "sudoku": _sudoku}
+    handlers = {"train": _train, "eval": _eval, "plot": _plot, "sudoku": _sudoku, "mapf": _mapf}
     try:
         return handlers[args.command](args)
     except ShoalError as e:

@@ -16,6 +16,7 @@ from shoal.agent.networks import Params, make_q_network
 from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
+from shoal.mapf.config import MAPF_ID
 from shoal.replay import NStepWriter, ReplayBuffer
 from shoal.run.seeding import derive_seed
 
@@ -34,9 +35,13 @@ REPLAY_STREAM = 2
 
 
 def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
-    """The learner (double DQN, or hybrid DQN for (discrete, continuous) actions), its
-    weights initialised from the run seed."""
+    """The learner (double DQN, hybrid DQN for (discrete, continuous) actions, or the
+    sequence learner of a MAPF run), its weights initialised from the run seed."""
     torch.manual_seed(cfg.run.seed)
+    if cfg.env.id == MAPF_ID:
+        from shoal.mapf.player import build_learner as build_mapf_learner
+
+        return build_mapf_learner(cfg)
     if spec.hybrid:
         return HybridDQN(
             spec.obs_dim,
@@ -96,10 +101,11 @@ def build_actor(
 
 def build_replay(cfg: Config, spec: EnvSpec) -> ReplayBuffer:
     """The replay buffer (uniform or prioritized) for flat float observations; hybrid
-    actions are stored as ``action`` (discrete) and ``action_cont``."""
+    actions are stored as ``action`` (discrete) and ``action_cont``; a MAPF run's holds
+    sequences of packed joint observations."""
     r = cfg.replay
     obs = ((spec.obs_dim,), np.float32)
-    fields = {
+    fields: dict[str, tuple[tuple[int, ...], Any]] = {
         "obs": obs,
         "action": ((), np.int64),
         **({"action_cont": ((spec.action_dim,), np.float32)} if spec.hybrid else {}),
@@ -107,6 +113,10 @@ def build_replay(cfg: Config, spec: EnvSpec) -> ReplayBuffer:
         "next_obs": obs,
         "discount": ((), np.float32),
     }
+    if cfg.env.id == MAPF_ID:
+        from shoal.mapf.player import sequence_specs
+
+        fields = sequence_specs(cfg.extra["mapf"])
     return ReplayBuffer.from_specs(
         r.capacity,
         fields,

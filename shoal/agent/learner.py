@@ -118,7 +118,9 @@ class Learner:
     def gradients(self, batch: Any) -> tuple[list[torch.Tensor], LossInfo]:
         """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
         loss, td = self.loss(self.params, self.target_params, batch)
-        grads = torch.autograd.grad(loss, self._param_list)
+        # Zeros for parameters a batch does not reach (a communication block in a batch
+        # where no agent meets another).
+        grads = torch.autograd.grad(loss, self._param_list, materialize_grads=True)
         return list(grads), LossInfo(float(loss.detach()), td.cpu().numpy())
 
     def apply(self, grads: Sequence[torch.Tensor]) -> float:

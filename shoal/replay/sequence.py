@@ -69,7 +69,8 @@ class SequenceWriter:
     ``obs``       ``(S + 1, *obs_shape)``   observation at each slot, then the one after
                                             the last valid step (the bootstrap state)
     ``action``    ``(S, *action_shape)``    action taken at each slot
-    ``reward``    ``(S,)`` float32          reward received at each slot
+    ``reward``    ``(S, *reward_shape)``    reward received at each slot (a vector in a
+                  float32                   multi-agent world: one per agent)
     ``discount``  ``(S,)`` float32          0.0 on the step that terminated the episode,
                                             1.0 on other valid steps, 0.0 on padding
     ``mask``      ``(S,)`` bool             True on valid steps, False on padding
@@ -143,7 +144,7 @@ class SequenceWriter:
         self._first = 0  # episode step of self._obs[0]
         self._obs: list[np.ndarray] = []
         self._actions: list[np.ndarray] = []
-        self._rewards: list[float] = []
+        self._rewards: list[np.ndarray] = []
         self._states: list[np.ndarray] = []
         self._steps = 0  # steps appended in this episode
         self._next_start = 0  # episode step where the next item's training part starts
@@ -173,18 +174,20 @@ class SequenceWriter:
         action_shape: tuple[int, ...] = (),
         action_dtype: np.dtype | type = np.int64,
         state_dtype: np.dtype | type = np.float32,
+        reward_shape: tuple[int, ...] = (),
     ) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
         """Field specs of this writer's items, for :meth:`ReplayBuffer.from_specs`.
 
-        The shapes of one step's observation, action and recurrent state (stack an LSTM's
-        ``(h, c)`` into one array, e.g. shape ``(2, hidden)``) and the dtypes to store them
-        as; the buffer casts every item to these dtypes.
+        The shapes of one step's observation, action, reward (one per agent in a
+        multi-agent world) and recurrent state (stack an LSTM's ``(h, c)`` into one array,
+        e.g. shape ``(2, hidden)``) and the dtypes to store them as; the buffer casts every
+        item to these dtypes.
         """
         slots = self._burn_in + self._length
         return {
             "obs": ((slots + 1, *tuple(obs_shape)), np.dtype(obs_dtype)),
             "action": ((slots, *tuple(action_shape)), np.dtype(action_dtype)),
-            "reward": ((slots,), np.dtype(np.float32)),
+            "reward": ((slots, *tuple(reward_shape)), np.dtype(np.float32)),
             "discount": ((slots,), np.dtype(np.float32)),
             "mask": ((slots,), np.dtype(np.bool_)),
             "burn_in": ((), np.dtype(np.int64)),
@@ -195,7 +198,7 @@ class SequenceWriter:
         self,
         obs: np.ndarray,
         action: Any,
-        reward: float,
+        reward: float | np.ndarray,
         terminated: bool,
         truncated: bool,
         state: np.ndarray,
@@ -210,8 +213,8 @@ class SequenceWriter:
         never bootstrapped from; zeros if omitted), and mid-episode only kept for
         :meth:`flush`, since the next step's ``obs`` is the same observation. With
         gymnasium's autoreset it is the final observation, not the reset one. When both
-        flags are set, termination wins. The first step fixes the shapes of obs, action and
-        state for the stream; later values are cast to its dtypes. Raises ``ValueError``
+        flags are set, termination wins. The first step fixes the shapes of obs, action, reward
+        and state for the stream; later values are cast to its dtypes. Raises ``ValueError``
         (before recording anything) for a shape mismatch or a truncation without
         ``next_obs``.
         """
@@ -219,6 +222,7 @@ class SequenceWriter:
             "obs": _template("obs", obs),
             "action": _template("action", action),
             "state": _template("state", state),
+            "reward": _template("reward", np.asarray(reward, np.float32)),
         }
         obs_a = _conform("obs", obs, templates["obs"])
         action_a = _conform("action", action, templates["action"])
@@ -230,11 +234,11 @@ class SequenceWriter:
                 "next_obs is required when truncated is true: the learner bootstraps from the "
                 "observation after a truncated step"
             )
-        reward = float(reward)
+        reward_a = _conform("reward", reward, templates["reward"])
         self._templates = templates
         self._obs.append(obs_a)
         self._actions.append(action_a)
-        self._rewards.append(reward)
+        self._rewards.append(reward_a)
         self._states.append(state_a)
         self._steps += 1
         if terminated or truncated:
@@ -320,8 +324,8 @@ class SequenceWriter:
             obs[lo + valid] = bootstrap_obs
         action = np.zeros((slots, *action_t.shape), dtype=action_t.dtype)
         action[lo : lo + valid] = np.stack(self._actions[kept])
-        reward = np.zeros(slots, dtype=np.float32)
-        reward[lo : lo + valid] = self._rewards[kept]
+        reward = np.zeros((slots, *self._templates["reward"].shape), dtype=np.float32)
+        reward[lo : lo + valid] = np.stack(self._rewards[kept])
         discount = np.zeros(slots, dtype=np.float32)
         discount[lo : lo + valid] = 1.0
         if terminal:

@@ -69,6 +69,9 @@ class Collected:
     extras: Sequence[dict[str, float]] = ()
     """Extra columns of each episode's row, in the same order (e.g. every agent's return
     and social outcomes in a multi-agent world); empty when there are none."""
+    side_by_side: bool = False
+    """The episodes ran in worlds stepped side by side (not back to back): each row's step
+    is the step they were collected at."""
 
 
 class _Runner(Protocol):  # the part of runners.base.Runner the loop uses
@@ -239,7 +242,7 @@ class RunLoop:
         # each row gets the step its episode ended at.
         end = c["step"] - sum(length for _, length in episodes)
         for (ret, length), extra in zip(episodes, extras):
-            end += length
+            end = c["step"] if got.side_by_side else end + length
             metrics.log(
                 "episode",
                 end,

@@ -26,6 +26,7 @@ __all__ = [
     "describe_runners",
     "register_runner",
     "runner_class",
+    "runner_for",
     "runner_names",
 ]
 
@@ -38,8 +39,18 @@ RUNNERS: dict[str, Any] = {
 }
 """``run.runner`` name -> runner class, or ``"module:Class"`` loaded on first use."""
 
+ENV_RUNNERS: dict[str, dict[str, Any]] = {
+    "shoal/Mapf-v0": {
+        "serial": "shoal.mapf.runners:MapfSerialRunner",
+        "ray": "shoal.mapf.runners:MapfRayRunner",
+    },
+}
+"""``env.id`` -> {``run.runner`` name -> runner}: envs whose runs need their own version of
+a runner (multi-agent path finding trains on sequences of joint observations)."""
+
 PLUGIN_SECTIONS: dict[str, str] = {
     "selfplay": "shoal.games.selfplay:SelfPlayConfig",
+    "mapf": "shoal.mapf.config:MapfConfig",
 }
 """Config sections owned by plug-ins rather than runners."""
 
@@ -71,6 +82,24 @@ def runner_class(name: str) -> Any:
     cls = _load(RUNNERS[name])
     RUNNERS[name] = cls
     return cls
+
+
+def runner_for(cfg: Any) -> Any:
+    """The runner class a config trains with: ``run.runner``'s, or its version for
+    ``env.id`` when that env has its own (:data:`ENV_RUNNERS`)."""
+    own = ENV_RUNNERS.get(cfg.env.id)
+    if own is None:
+        return runner_class(cfg.run.runner)
+    name = cfg.run.runner
+    if name not in own:
+        from shoal.errors import ConfigError
+
+        allowed = ", ".join(repr(n) for n in own)
+        raise ConfigError(
+            f"config key 'run.runner': env.id {cfg.env.id!r} trains with {allowed}, not {name!r}"
+        )
+    own[name] = _load(own[name])
+    return own[name]
 
 
 def config_sections() -> dict[str, type]:

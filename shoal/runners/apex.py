@@ -137,6 +137,8 @@ class RayRunner(Runner):
     """Ape-X on Ray: actor actors, a prioritized replay actor, one learner."""
 
     section = ("ray", RayConfig)
+    actor_class: Any = RolloutActor
+    """What each actor actor is (a class the runner hands to ``ray.remote``)."""
 
     @classmethod
     def check(cls, cfg: Config) -> None:
@@ -206,7 +208,7 @@ class RayRunner(Runner):
         self.store = RayWeightStore(self.server)
         self._publish(0)
         self.store.flush()  # the actors' first pull finds these weights
-        remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(RolloutActor)
+        remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(self.actor_class)
         self.actors = [
             remote.remote(self.cfg, i, c.actors, tag, self.starts) for i in range(c.actors)
         ]
@@ -214,7 +216,17 @@ class RayRunner(Runner):
             self._call(i)
 
     def _call(self, i: int) -> None:
-        self.calls[self.actors[i].rollout.remote(self.cfg.ray.steps_per_call)] = i
+        call = self.actors[i].rollout.remote(self.cfg.ray.steps_per_call, *self.rollout_args())
+        self.calls[call] = i
+
+    def rollout_args(self) -> tuple[Any, ...]:
+        """Arguments of every rollout call after the step count (none here)."""
+        return ()
+
+    def collected(self, got: dict[str, Any]) -> Collected:
+        """What the loop hears of an actor call's answer: its finished episodes."""
+        episodes = [(float(r), int(n)) for r, n in got["episodes"]]
+        return Collected(sum(n for _, n in episodes), episodes)
 
     def stop(self) -> None:
         """Kill every actor, the replay (its contents kept for the last checkpoint) and the
@@ -260,8 +272,7 @@ class RayRunner(Runner):
             self.pids[i] = got["pid"]
             self.restarts += 1
         self._call(i)
-        episodes = [(float(r), int(n)) for r, n in got["episodes"]]
-        return Collected(sum(n for _, n in episodes), episodes)
+        return self.collected(got)
 
     # --- learning -----------------------------------------------------------------------------
     def _from_replay(self, ref: Any) -> Any:

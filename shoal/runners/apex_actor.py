@@ -56,20 +56,24 @@ class RolloutActor:
         store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"), poll=True)
         replay = ray.get_actor(f"shoal-replay-{tag}")
         self.cfg, self.index, self.actors = cfg, index, actors
-        self.spec = probe_env(cfg.env)
-        self.env = make_env(cfg.env)
         self.seeds = (cfg.run.seed, ACTOR_STREAM, index, start)
-        self.actor = build_actor(
-            cfg, self.spec, np.random.default_rng(derive_seed(*self.seeds)), source=store
-        )
         self.replay = replay
         self.node = ray.get_runtime_context().get_node_id()
         self.inflight: list[Any] = []
+        self.since_pull = 0
+        self.setup(store)
+        self._pull()
+
+    def setup(self, store: Any) -> None:
+        """Make the env and the actor pulling its weights from ``store`` (a subclass that
+        plays other worlds makes its own)."""
+        self.spec = probe_env(self.cfg.env)
+        self.env = make_env(self.cfg.env)
+        rng = np.random.default_rng(derive_seed(*self.seeds))
+        self.actor = build_actor(self.cfg, self.spec, rng, source=store)
         self.finished: list[dict[str, Any]] = []
         """Transitions of the episodes finished in this call, not yet sent."""
         self.episodes = 0
-        self.since_pull = 0
-        self._pull()
         self._new_episode()
 
     def _pull(self) -> None:
@@ -114,8 +118,6 @@ class RolloutActor:
         }
 
     def _send(self) -> None:
-        import ray
-
         items, self.finished = self.finished, []
         if not items:
             return
@@ -123,6 +125,13 @@ class RolloutActor:
         priorities = initial_priorities(
             self.actor.network, self.actor.params, batch, action_mask=self.cfg.dqn.action_mask
         )
+        self.send(batch, priorities)
+
+    def send(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> None:
+        """Send items (one array per field) with their initial priorities to replay,
+        waiting first while ``ray.max_inflight`` sends are unanswered."""
+        import ray
+
         while len(self.inflight) >= self.cfg.ray.max_inflight:
             done, self.inflight = ray.wait(self.inflight, num_returns=1)
             ray.get(done)  # a failed send fails this call, with the replay's error

@@ -18,7 +18,7 @@ import torch
 
 from shoal.agent.builder import build_actor, build_epsilon, build_learner, build_replay
 from shoal.config import Config
-from shoal.envs import make_env, probe_env
+from shoal.envs import EnvSpec, make_env, probe_env
 from shoal.run.evaluation import evaluate
 from shoal.run.loop import Collected
 
@@ -41,11 +41,16 @@ class Runner:
     @classmethod
     def check(cls, cfg: Config) -> None:
         """Validate what the config alone cannot (the env) before any work starts."""
-        probe_env(cfg.env)
+        cls.probe(cfg)
+
+    @classmethod
+    def probe(cls, cfg: Config) -> EnvSpec:
+        """What the learner needs to know of the env (made once to read it)."""
+        return probe_env(cfg.env)
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self.spec = probe_env(cfg.env)
+        self.spec = self.probe(cfg)
         if cfg.run.torch_threads > 0:
             torch.set_num_threads(cfg.run.torch_threads)
         self.learner = build_learner(cfg, self.spec)

@@ -1,0 +1,102 @@
+"""The ``[mapf]`` config section: the worlds a MAPF run trains in (curriculum), its
+network and its sequences. The learner's settings (gamma, n-step, lr, batch, target) are
+``[dqn]``'s, replay's are ``[replay]``'s, as for every run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.config import param
+from shoal.errors import ConfigError
+
+__all__ = ["MAPF_ID", "MapfConfig"]
+
+MAPF_ID = "shoal/Mapf-v0"
+"""``env.id`` of multi-agent path finding (:class:`~shoal.envs.mapf.MapfEnv`)."""
+
+
+@dataclass
+class MapfConfig:
+    """Multi-agent path finding: curriculum, network and sequences (env.id shoal/Mapf-v0)."""
+
+    agents: int = param(1, gt=0)
+    """Agents of the curriculum's first stage."""
+    size: int = param(10, ge=2)
+    """Map side of the first stage."""
+    max_agents: int = param(8, gt=0)
+    """Most agents any stage has (replay items are padded to this many)."""
+    max_size: int = param(20, ge=2)
+    """Largest map side any stage has."""
+    size_step: int = param(5, gt=0)
+    """How much a promoted stage's map grows."""
+    promote_episodes: int = param(200, gt=0)
+    """Episodes of a stage before it may be promoted (its success is over the last this many)."""
+    promote_success: float = param(0.9, gt=0.0, le=1.0)
+    """Success rate over those episodes that promotes a stage: it adds a stage with one
+    agent more and one with a map ``size_step`` larger (DHC's curriculum)."""
+    density: float | None = param(None, ge=0.0, lt=1.0)
+    """Obstacle density of training maps (none: drawn per episode from triangular(0, 0.33,
+    0.5), as DHC trains)."""
+    fov: int = param(9, gt=0)
+    """Side of each agent's square view (odd)."""
+    k_comm: int = param(3, gt=0)
+    """Most agents, self included, each agent talks to."""
+    max_steps: int = param(256, gt=0)
+    """Steps before an episode is cut (success is all agents on goal before it)."""
+    envs: int = param(16, gt=0)
+    """Worlds each player steps together (one batched forward for all their agents)."""
+    channels: int = param(16, gt=0)
+    """Convolution channels of the encoder."""
+    blocks: int = param(1, ge=0)
+    """Residual blocks of the encoder."""
+    hidden: int = param(64, gt=0)
+    """Memory (GRU) and message size."""
+    heads: int = param(4, gt=0)
+    """Attention heads (divide hidden)."""
+    rounds: int = param(2, ge=0)
+    """Communication rounds per step."""
+    length: int = param(16, gt=0)
+    """Steps of a replay sequence the learner trains on."""
+    burn_in: int = param(8, ge=0)
+    """Steps before them that only warm the memory up."""
+    period: int = param(16, gt=0)
+    """Steps between the starts of consecutive sequences of an episode (<= length)."""
+    eta: float = param(0.9, ge=0.0, le=1.0)
+    """Weight of the max in a sequence's priority (R2D2: 0.9 max + 0.1 mean |TD error|)."""
+    eval_agents: list[int] = param([4, 8], gt=0)
+    """Agents of each evaluation target (held-out generated maps)."""
+    eval_sizes: list[int] = param([10, 20], ge=2)
+    """Map side of each evaluation target."""
+    eval_density: list[float] = param([0.1, 0.3], ge=0.0, lt=1.0)
+    """Range of the evaluation maps' obstacle densities (drawn uniformly per instance)."""
+
+    def check(self, cfg: Any) -> None:
+        """Reject settings that cannot work together, before any work starts (only in a
+        MAPF run: other runs ignore the section)."""
+        if cfg.env.id != MAPF_ID:
+            return
+        rules = [
+            ("mapf.fov", self.fov, self.fov % 2 == 1, "an odd number"),
+            ("mapf.max_agents", self.max_agents, self.max_agents >= self.agents, ">= mapf.agents"),
+            ("mapf.max_size", self.max_size, self.max_size >= self.size, ">= mapf.size"),
+            ("mapf.period", self.period, self.period <= self.length, "<= mapf.length"),
+            ("mapf.hidden", self.hidden, self.hidden % self.heads == 0, "a multiple of heads"),
+            (
+                "mapf.eval_sizes",
+                self.eval_sizes,
+                len(self.eval_sizes) == len(self.eval_agents),
+                "one size per entry of mapf.eval_agents",
+            ),
+            (
+                "mapf.eval_density",
+                self.eval_density,
+                len(self.eval_density) == 2 and self.eval_density[0] <= self.eval_density[1],
+                "[low, high]",
+            ),
+        ]
+        for key, value, ok, allowed in rules:
+            if not ok:
+                raise ConfigError(
+                    f"config key '{key}': {value!r} is not allowed; it must be {allowed}"
+                )

@@ -1,0 +1,284 @@
+"""Plays MAPF worlds with the shared network and turns the play into replay sequences.
+
+A player steps ``mapf.envs`` worlds together: one batched forward gives every agent of
+every world its Q-values and next memory. Each world's steps go, as joint observations
+(:class:`~shoal.mapf.network.JointLayout`), through its own
+:class:`~shoal.replay.SequenceWriter` with the memories the agents held before acting, so
+the learner can burn in from them. Exploration is epsilon-greedy per agent; memories step
+on random actions too. Episodes start in a curriculum stage the caller names; each world's
+reset is seeded from (seeds, world, episode), so a player's play is reproducible.
+
+The serial runner and the ray runner's actors both play through this class; the items'
+initial priorities (their TD errors under the player's weights, R2D2's max/mean mix) are
+computed here too, in one forward per call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.agent.networks import Params
+from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
+from shoal.config import Config
+from shoal.envs.mapf import MapfEnv
+from shoal.mapf.config import MapfConfig
+from shoal.mapf.curriculum import Stage
+from shoal.mapf.network import CommQNetwork, JointLayout
+from shoal.replay import SequenceWriter
+from shoal.run.seeding import derive_seed
+
+__all__ = [
+    "Episode",
+    "MapfPlayer",
+    "Played",
+    "build_learner",
+    "build_network",
+    "make_world",
+    "play_greedy",
+    "sequence_specs",
+]
+
+
+def build_network(cfg: MapfConfig, *, comm: bool = True) -> CommQNetwork:
+    """The network a ``[mapf]`` section describes."""
+    return CommQNetwork(
+        JointLayout(cfg.max_agents, cfg.fov),
+        channels=cfg.channels,
+        blocks=cfg.blocks,
+        hidden=cfg.hidden,
+        heads=cfg.heads,
+        rounds=cfg.rounds,
+        comm=comm,
+    )
+
+
+def build_learner(cfg: Config) -> SequenceDQN:
+    """The learner of a MAPF run: the sequence learner on the ``[mapf]`` network."""
+    m = cfg.extra["mapf"]
+    return SequenceDQN(
+        build_network(m), cfg.dqn, burn_in=m.burn_in, eta=m.eta, device=cfg.run.device
+    )
+
+
+def make_world(cfg: MapfConfig, stage: Stage) -> MapfEnv:
+    """A generated world of ``stage`` (agents, map side) with the section's rules."""
+    agents, size = stage
+    return MapfEnv(
+        agents,
+        size=size,
+        density=cfg.density,
+        fov=cfg.fov,
+        k_comm=cfg.k_comm,
+        max_steps=cfg.max_steps,
+    )
+
+
+def sequence_writer(cfg: MapfConfig) -> SequenceWriter:
+    """The sequence writer of one world's stream."""
+    return SequenceWriter(cfg.length, burn_in=cfg.burn_in, period=cfg.period)
+
+
+def sequence_specs(cfg: MapfConfig) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Replay field specs of MAPF sequence items (packed joint observations as bytes)."""
+    layout = JointLayout(cfg.max_agents, cfg.fov)
+    n = cfg.max_agents
+    return sequence_writer(cfg).specs(
+        (layout.size,),
+        state_shape=(n, cfg.hidden),
+        obs_dtype=np.uint8,
+        action_shape=(n,),
+        reward_shape=(n,),
+    )
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One finished episode: its stage, whether every agent reached its goal, its steps and
+    the mean over agents of their returns."""
+
+    stage: Stage
+    success: bool
+    steps: int
+    mean_return: float
+
+
+@dataclass
+class Played:
+    """What one :meth:`MapfPlayer.play` call produced."""
+
+    items: list[dict[str, np.ndarray]] = field(default_factory=list)
+    priorities: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    episodes: list[Episode] = field(default_factory=list)
+    steps: int = 0
+
+
+class _World:
+    """One world of a player: its env, writer, episode counters and packed observation."""
+
+    def __init__(self, cfg: MapfConfig) -> None:
+        self.env: MapfEnv | None = None
+        self.stage: Stage | None = None
+        self.writer = sequence_writer(cfg)
+        self.obs: np.ndarray | None = None  # packed joint observation now (None: reset due)
+        self.ret = 0.0
+        self.episodes = 0
+
+
+class MapfPlayer:
+    """Plays ``mapf.envs`` worlds with one network (see the module docstring).
+
+    Args:
+        cfg: the run's config (``[mapf]`` for worlds and sequences, ``[dqn]`` for the
+            priorities' n-step targets).
+        network: the network (an inference copy; its weights come as ``params``).
+        seeds: the prefix of every reset's seed (run seed, stream, player index, ...).
+        rng: the generator of exploration and stage draws.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        network: CommQNetwork,
+        *,
+        seeds: Sequence[int],
+        rng: np.random.Generator,
+    ) -> None:
+        self.cfg, self.m = cfg, cfg.extra["mapf"]
+        self.network = network
+        self.layout = network.layout
+        self.seeds = tuple(seeds)
+        self.rng = rng
+        self.worlds = [_World(self.m) for _ in range(self.m.envs)]
+        self.state = network.initial_state(len(self.worlds))
+        self.loss = SequenceDQNLoss(
+            network, burn_in=self.m.burn_in, n_step=cfg.dqn.n_step, gamma=cfg.dqn.gamma
+        )
+
+    def _reset(self, w: int, world: _World, stages: Sequence[Stage]) -> None:
+        stage = stages[int(self.rng.integers(len(stages)))]
+        if world.stage != stage:
+            world.env, world.stage = make_world(self.m, stage), stage
+        assert world.env is not None
+        world.env.reset(seed=derive_seed(*self.seeds, w, world.episodes))
+        world.obs = self.layout.pack(world.env.last_obs, world.env.comm_mask())
+        world.ret = 0.0
+        self.state[w] = 0.0
+
+    @torch.inference_mode()
+    def play(
+        self, steps: int, params: Params, *, epsilon: float, stages: Sequence[Stage]
+    ) -> Played:
+        """Step every world ``steps`` times with ``params`` (episodes go on across calls);
+        returns the completed sequences with their priorities and the finished episodes."""
+        out = Played()
+        for w, world in enumerate(self.worlds):
+            if world.obs is None:
+                self._reset(w, world, stages)
+        device = next(iter(params.values())).device
+        for _ in range(steps):
+            obs = np.stack([world.obs for world in self.worlds])
+            before = self.state.clone()
+            q, self.state = self.network.apply_params(
+                params, torch.as_tensor(obs, device=device), self.state.to(device)
+            )
+            self.state = self.state.cpu()
+            actions = q.argmax(-1).cpu().numpy()
+            explore = self.rng.random(actions.shape) < epsilon
+            actions[explore] = self.rng.integers(q.shape[-1], size=int(explore.sum()))
+            for w, world in enumerate(self.worlds):
+                self._step(w, world, obs[w], actions[w], before[w].numpy(), stages, out)
+            out.steps += len(self.worlds)
+        out.priorities = self.priorities(params, out.items)
+        return out
+
+    def _step(
+        self,
+        w: int,
+        world: _World,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        state: np.ndarray,
+        stages: Sequence[Stage],
+        out: Played,
+    ) -> None:
+        env = world.env
+        assert env is not None
+        k = env.max_num_agents
+        names = env.possible_agents
+        _, rewards, terms, truncs, _ = env.step(dict(zip(names, actions[:k].tolist())))
+        reward = np.zeros(self.layout.max_agents, np.float32)
+        reward[:k] = [rewards[a] for a in names]
+        term, trunc = terms[names[0]], truncs[names[0]]
+        world.obs = self.layout.pack(env.last_obs, env.comm_mask())
+        world.ret += float(reward[:k].mean())
+        out.items += world.writer.append(
+            obs, actions, reward, term, trunc, state, next_obs=world.obs
+        )
+        if term or trunc:
+            assert world.stage is not None
+            out.episodes.append(Episode(world.stage, bool(term), env.steps, world.ret))
+            world.episodes += 1
+            self._reset(w, world, stages)
+
+    def priorities(self, params: Params, items: list[dict[str, np.ndarray]]) -> np.ndarray:
+        """Initial priorities of ``items`` under ``params`` (in both roles: a player has no
+        target network), float64."""
+        if not items:
+            return np.zeros(0)
+        device = next(iter(params.values())).device
+        stacked = {name: np.stack([item[name] for item in items]) for name in items[0]}
+        batch = SequenceBatch.from_numpy(stacked, device)
+        with torch.inference_mode():
+            _, priority = self.loss(params, params, batch)
+        return priority.double().cpu().numpy()
+
+    def flush(self) -> list[dict[str, np.ndarray]]:
+        """End every world's episode as a truncation (the run stops): their open sequences,
+        bootstrapping from the current observation."""
+        items: list[dict[str, Any]] = []
+        for world in self.worlds:
+            if world.obs is not None:
+                items += world.writer.flush(world.obs)
+                world.obs = None
+        return items
+
+
+@torch.inference_mode()
+def play_greedy(
+    network: CommQNetwork, params: Params, worlds: Sequence[MapfEnv], seeds: Sequence[int]
+) -> list[Episode]:
+    """One greedy episode in each world (reset with its seed), all stepped together by one
+    batched forward per step: the run's evaluation."""
+    network = network.for_agents(max(env.max_num_agents for env in worlds))
+    layout = network.layout
+    device = next(iter(params.values())).device
+    for env, seed in zip(worlds, seeds):
+        env.reset(seed=seed)
+    state = network.initial_state(len(worlds)).to(device)
+    live = list(range(len(worlds)))
+    returns = np.zeros(len(worlds))
+    results: dict[int, Episode] = {}
+    while live:
+        obs = np.stack([layout.pack(worlds[i].last_obs, worlds[i].comm_mask()) for i in live])
+        q, nxt = network.apply_params(params, torch.as_tensor(obs, device=device), state[live])
+        state[live] = nxt
+        actions = q.argmax(-1).cpu().numpy()
+        still = []
+        for row, i in enumerate(live):
+            env = worlds[i]
+            names = env.possible_agents
+            acts = actions[row, : len(names)].tolist()
+            _, rewards, terms, truncs, _ = env.step(dict(zip(names, acts)))
+            returns[i] += float(np.mean([rewards[a] for a in names]))
+            if terms[names[0]] or truncs[names[0]]:
+                stage = (len(names), int(env.grid.shape[0]))
+                results[i] = Episode(stage, bool(terms[names[0]]), env.steps, returns[i])
+            else:
+                still.append(i)
+        live = still
+    return [results[i] for i in range(len(worlds))]

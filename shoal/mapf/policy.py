@@ -1,0 +1,80 @@
+"""Policies that play a :class:`~shoal.envs.mapf.MapfEnv` for evaluation: the protocol, and
+the trained network's policy loaded from a run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from shoal.agent.networks import Params
+from shoal.envs.mapf import MapfEnv
+from shoal.errors import ConfigError
+from shoal.mapf.network import CommQNetwork
+
+__all__ = ["MapfPolicy", "NetworkPolicy", "load_policy"]
+
+
+class MapfPolicy(Protocol):
+    """Picks every agent's action from an env's current state."""
+
+    name: str
+    """How tables and files call it."""
+
+    def reset(self, env: MapfEnv) -> None:
+        """A new episode of ``env`` starts (its reset was just called)."""
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """int ``(K,)``: one action per agent, in ``possible_agents`` order, for the env's
+        current state (``env.last_obs``, ``env.comm_mask()``, ``env.positions``)."""
+
+
+class NetworkPolicy:
+    """The shared network's greedy policy: every agent's argmax Q, memories carried from
+    step to step. ``comm=False`` masks communication off (each agent reads only itself):
+    the same weights, for what talking is worth."""
+
+    def __init__(self, network: CommQNetwork, params: Params, *, name: str) -> None:
+        self.network, self.params, self.name = network, params, name
+        self._net = network
+        self._state: torch.Tensor | None = None
+
+    def reset(self, env: MapfEnv) -> None:
+        """Fresh memories for the env's agents."""
+        self._net = self.network.for_agents(env.max_num_agents)
+        self._state = self._net.initial_state(1)
+
+    @torch.inference_mode()
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """Every agent's greedy action now."""
+        if self._state is None:
+            self.reset(env)
+        obs = self._net.layout.pack(env.last_obs, env.comm_mask())
+        q, self._state = self._net.apply_params(
+            self.params, torch.as_tensor(obs)[None], self._state
+        )
+        return q[0, : env.max_num_agents].argmax(-1).numpy()
+
+
+def load_policy(run_dir: str | Path, *, comm: bool = True) -> MapfPolicy:
+    """The greedy policy of a MAPF run's best checkpoint (its latest before any
+    evaluation); ``comm=False`` masks all communication off."""
+    from shoal.config import load_config
+    from shoal.mapf.config import MAPF_ID
+    from shoal.mapf.player import build_network
+    from shoal.run.checkpoint import load_checkpoint
+    from shoal.run.directory import RunDir
+
+    run = RunDir.open(run_dir)
+    cfg = load_config(run.config)
+    if cfg.env.id != MAPF_ID:
+        raise ConfigError(f"run '{run.path}': env.id is {cfg.env.id!r}, not a MAPF run")
+    path = run.best if run.best.is_file() else run.checkpoint
+    if not path.is_file():
+        raise ConfigError(f"run '{run.path}': no checkpoint yet")
+    weights = load_checkpoint(path)["learner"]["online"]
+    network = build_network(cfg.extra["mapf"], comm=comm).requires_grad_(False)
+    params = {k: v.float() for k, v in weights.items()}
+    return NetworkPolicy(network, params, name="shoal" if comm else "no-comm")

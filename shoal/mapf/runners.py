@@ -1,0 +1,284 @@
+"""The serial and ray runners of a MAPF run (``env.id = "shoal/Mapf-v0"``).
+
+They are the generic runners with MAPF's parts: the sequence learner and sequence replay
+come from the same builders (:mod:`shoal.agent.builder` picks them for a MAPF run), the
+experience from :class:`~shoal.mapf.player.MapfPlayer` (in the caller's process for the
+serial runner, in each Ray actor for the ray runner), and the curriculum lives with the
+learner: every finished episode counts towards its stage, and players draw new episodes
+from the stages open when their call began.
+
+One "env step" of a MAPF run is one step of one world (all its agents move). Evaluations
+play ``run.eval_episodes`` held-out generated instances per ``mapf.eval_agents`` /
+``mapf.eval_sizes`` target greedily; their mean is the success rate over all targets
+(``eval_mean``), with a ``success_AxS`` column per target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shoal.agent.actor import Actor
+from shoal.config import Config
+from shoal.envs.gym_env import EnvSpec
+from shoal.envs.mapf import ACTIONS, MapfEnv
+from shoal.errors import ConfigError
+from shoal.mapf.config import MAPF_ID
+from shoal.mapf.curriculum import Curriculum
+from shoal.mapf.network import JointLayout
+from shoal.mapf.player import Episode, MapfPlayer, build_network, play_greedy
+from shoal.run.evaluation import EVAL_STREAM
+from shoal.run.loop import Collected
+from shoal.run.seeding import derive_seed
+from shoal.runners.apex import RayRunner, _ray
+from shoal.runners.apex_actor import RolloutActor
+from shoal.runners.base import Runner
+
+__all__ = ["MapfRayRunner", "MapfRolloutActor", "MapfSerialRunner"]
+
+TRAIN_STREAM = 0
+"""Seed stream of the serial runner's training worlds."""
+ACTION_STREAM = 3
+"""Seed stream of its exploration and stage draws."""
+
+
+def _probe(cfg: Config) -> EnvSpec:
+    """A MAPF run's spec: the packed joint observation's bytes and the five moves."""
+    if cfg.env.id != MAPF_ID:
+        raise ConfigError(f"config key 'env.id': a mapf runner needs {MAPF_ID!r}")
+    m = cfg.extra["mapf"]
+    return EnvSpec(obs_dim=JointLayout(m.max_agents, m.fov).size, n_actions=len(ACTIONS))
+
+
+class _MapfParts:
+    """What both MAPF runners add to their generic runner: the curriculum, episode rows,
+    evaluation on held-out instances, and their state."""
+
+    cfg: Config
+    learner: Any
+    curriculum: Curriculum
+    _eval_worlds: list[tuple[tuple[int, int], list[MapfEnv]]] | None = None
+    _last_eval: dict[str, float]
+
+    def _start_parts(self) -> None:
+        self.curriculum = Curriculum(self.cfg.extra["mapf"])
+        self._last_eval = {}
+
+    def episodes_collected(self, episodes: list[Episode], steps: int) -> Collected:
+        """Count episodes towards their stages; the loop's rows for them."""
+        rows, extras = [], []
+        for ep in episodes:
+            self.curriculum.record(ep.stage, success=ep.success)
+            rows.append((ep.mean_return, ep.steps))
+            extras.append(
+                {
+                    "success": float(ep.success),
+                    "agents": float(ep.stage[0]),
+                    "size": float(ep.stage[1]),
+                    "stages": float(len(self.curriculum.stages)),
+                }
+            )
+        return Collected(steps, rows, extras, side_by_side=True)
+
+    def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        """Greedy success on ``run.eval_episodes`` held-out instances per target."""
+        m, r = self.cfg.extra["mapf"], self.cfg.run
+        if self._eval_worlds is None:
+            self._eval_worlds = []
+            for agents, size in zip(m.eval_agents, m.eval_sizes):
+                worlds = [
+                    MapfEnv(agents, size=size, fov=m.fov, k_comm=m.k_comm, max_steps=m.max_steps)
+                    for _ in range(r.eval_episodes)
+                ]
+                self._eval_worlds.append(((agents, size), worlds))
+        seed = r.seed if seed is None else seed
+        rng = np.random.default_rng(derive_seed(seed, EVAL_STREAM, 1))
+        lo, hi = m.eval_density
+        successes, self._last_eval = [], {}
+        params = self.eval_params()
+        for (agents, size), worlds in self._eval_worlds:
+            for env in worlds:
+                env.density = float(rng.uniform(lo, hi))
+            seeds = [derive_seed(seed, EVAL_STREAM, agents, size, k) for k in range(len(worlds))]
+            played = play_greedy(self.learner.online, params, worlds, seeds)
+            ok = [float(ep.success) for ep in played]
+            self._last_eval[f"success_{agents}x{size}"] = float(np.mean(ok))
+            successes += ok
+        return np.array(successes), params
+
+    def eval_params(self) -> Any:
+        """The weights evaluations play (the learner's own)."""
+        return self.learner.params
+
+    def eval_metrics(self) -> dict[str, float]:
+        """Success per evaluation target and the curriculum's reach."""
+        agents, size = self.curriculum.hardest
+        return {
+            **self._last_eval,
+            "stages": float(len(self.curriculum.stages)),
+            "max_agents": float(agents),
+            "max_size": float(size),
+        }
+
+    def close(self) -> None:
+        """Nothing outlives a run but the evaluation worlds (plain numpy)."""
+        self._eval_worlds = None
+
+
+class MapfSerialRunner(_MapfParts, Runner):
+    """MAPF in one process: play a batch of worlds, store sequences, learn (the oracle)."""
+
+    @classmethod
+    def probe(cls, cfg: Config) -> EnvSpec:
+        """The packed joint observation's size and the five moves."""
+        return _probe(cfg)
+
+    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the parts
+        super().__init__(cfg)
+        self._start_parts()
+        self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
+        self.player = MapfPlayer(
+            cfg, self.learner.online, seeds=(cfg.run.seed, TRAIN_STREAM), rng=self.rng
+        )
+        self._owed = 0.0
+
+    def collect(self, step: int) -> Collected:
+        """One step of every world; completed sequences go to replay with their
+        priorities."""
+        got = self.player.play(
+            1, self.learner.params, epsilon=self.epsilon(step), stages=self.curriculum.stages
+        )
+        self._store(got.items, got.priorities)
+        return self.episodes_collected(got.episodes, got.steps)
+
+    def _store(self, items: list[dict[str, np.ndarray]], priorities: np.ndarray) -> None:
+        if items:
+            prioritized = self.cfg.replay.prioritized
+            self.replay.add_many(items, priorities=priorities if prioritized else None)
+
+    def learn(self, step: int, new_steps: int) -> None:
+        """``gradient_steps`` updates per ``train_freq`` world steps once learning
+        starts and replay holds a batch."""
+        r = self.cfg.run
+        if step < r.learning_starts or len(self.replay) < self.cfg.dqn.batch_size:
+            return
+        self._owed += new_steps * r.gradient_steps / r.train_freq
+        steps, self._owed = int(self._owed), self._owed - int(self._owed)
+        if steps:
+            self.loss = self.learn_steps(steps)
+
+    def finish(self) -> None:
+        """The worlds' open sequences go to replay (the next run starts new episodes)."""
+        items = self.player.flush()
+        self._store(items, self.player.priorities(self.learner.params, items))
+
+    def interrupt(self) -> None:
+        """As :meth:`finish`: keep the open sequences."""
+        self.finish()
+
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Samples/s, replay size and the curriculum's stage count."""
+        return {
+            **super().tick_metrics(updates_per_s),
+            "replay": float(len(self.replay)),
+            "stages": float(len(self.curriculum.stages)),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The base state plus the curriculum and the draws' generator."""
+        state = super().state_dict()
+        state["curriculum"] = self.curriculum.state_dict()
+        state["rng"]["actions"] = self.rng.bit_generator.state
+        state["world_episodes"] = [w.episodes for w in self.player.worlds]
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        super().load_state_dict(state)
+        self.curriculum.load_state_dict(state["curriculum"])
+        self.rng.bit_generator.state = state["rng"]["actions"]
+        for world, episodes in zip(self.player.worlds, state["world_episodes"]):
+            world.episodes = int(episodes) + 1  # the cut episode is not replayed
+
+
+class MapfRolloutActor(RolloutActor):
+    """A ray runner actor playing MAPF worlds with a :class:`MapfPlayer`."""
+
+    def setup(self, store: Any) -> None:
+        """The player and an actor that only holds the pulled weights."""
+        cfg = self.cfg
+        network = build_network(cfg.extra["mapf"]).requires_grad_(False)
+        rng = np.random.default_rng(derive_seed(*self.seeds))
+        self.actor = Actor(network, source=store, n_actions=len(ACTIONS), rng=rng)
+        self.player = MapfPlayer(cfg, network, seeds=self.seeds, rng=rng)
+
+    def rollout(self, steps: int, stages: list[tuple[int, int]]) -> dict[str, Any]:  # type: ignore[override]
+        """Play about ``steps`` world steps in ``stages``; send the completed sequences
+        with their priorities; returns the finished episodes."""
+        self._pull()  # a call's steps outnumber ray.pull_every: pull at every call
+        m = self.cfg.extra["mapf"]
+        got = self.player.play(
+            max(1, steps // m.envs), self.actor.params, epsilon=self.actor.epsilon, stages=stages
+        )
+        if got.items:
+            batch = {k: np.stack([item[k] for item in got.items]) for k in got.items[0]}
+            self.send(batch, got.priorities)
+        return {
+            "episodes": [(e.stage, e.success, e.steps, e.mean_return) for e in got.episodes],
+            "steps": got.steps,
+            "version": self.actor.version,
+            "pid": self.pid(),
+            "node": self.node,
+        }
+
+
+class MapfRayRunner(_MapfParts, RayRunner):
+    """MAPF on Ray: actors play worlds, one replay actor holds sequences, one learner."""
+
+    actor_class = MapfRolloutActor
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """Ray importable, a MAPF config."""
+        _ray()
+        _probe(cfg)
+
+    @classmethod
+    def probe(cls, cfg: Config) -> EnvSpec:
+        """The packed joint observation's size and the five moves."""
+        return _probe(cfg)
+
+    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the parts
+        super().__init__(cfg)
+        self._start_parts()
+
+    def rollout_args(self) -> tuple[Any, ...]:
+        """The stages open now (the actors draw their next episodes from them)."""
+        return (list(self.curriculum.stages),)
+
+    def collected(self, got: dict[str, Any]) -> Collected:
+        """Count the call's episodes towards their stages."""
+        episodes = [
+            Episode((int(s[0]), int(s[1])), bool(ok), int(n), float(ret))
+            for s, ok, n, ret in got["episodes"]
+        ]
+        return self.episodes_collected(episodes, int(got["steps"]))
+
+    def eval_metrics(self) -> dict[str, float]:
+        """Actor restarts, success per evaluation target, the curriculum's reach."""
+        return {**RayRunner.eval_metrics(self), **_MapfParts.eval_metrics(self)}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The base state plus the curriculum."""
+        return {**super().state_dict(), "curriculum": self.curriculum.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        super().load_state_dict(state)
+        self.curriculum.load_state_dict(state["curriculum"])
+
+    def close(self) -> None:
+        """Release the evaluation worlds."""
+        _MapfParts.close(self)
+        RayRunner.close(self)
