@@ -263,6 +263,8 @@ class CommQNetwork(nn.Module):
         if not torch.is_grad_enabled():  # no gradients anywhere: one encoding of all slots
             parts = [(slice(0, None), False)]
         for part, grad in parts:
+            if part.start == part.stop:  # no burn-in
+                continue
             with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
                 z, joint = self._encode(obs[:, part])
                 if not grad:

@@ -1,0 +1,106 @@
+"""MAPF runs on the serial and ray runners: rows and columns, checkpoints and resume, the
+policy loaded back for evaluation, and clear errors for runners MAPF does not train on."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import shoal
+from shoal.errors import ConfigError
+from shoal.mapf.policy import load_policy
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
+from shoal.run.metrics import read_metrics
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def mapf_run(tiny, **extra: object) -> list[str]:
+    """A MAPF run of a few seconds: 2 worlds of up to 3 agents on 6x6 maps."""
+    values = {
+        "run__total_steps": 400,
+        "run__learning_starts": 100,
+        "run__eval_every": 200,
+        "run__checkpoint_every": 200,
+        "run__train_freq": 16,
+        "mapf__envs": 2,
+        "mapf__agents": 2,
+        "mapf__max_agents": 3,
+        "mapf__size": 6,
+        "mapf__max_size": 6,
+        "mapf__max_steps": 24,
+        "mapf__channels": 4,
+        "mapf__hidden": 8,
+        "mapf__heads": 2,
+        "mapf__length": 4,
+        "mapf__burn_in": 2,
+        "mapf__period": 4,
+        "mapf__eval_agents": "[2]",
+        "mapf__eval_sizes": "[6]",
+        "dqn__batch_size": 4,
+        "replay__capacity": 500,
+        "ray__actors": 1,
+        "ray__steps_per_call": 32,
+        "ray__timeout": 60,
+        **extra,
+    }
+    return tiny(**values)
+
+
+def check_rows(run_dir) -> None:
+    rows = read_metrics(RunDir(run_dir).metrics)
+    episodes = [r for r in rows if r["kind"] == "episode"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert episodes and evals
+    assert {r["success"] for r in episodes} <= {"0", "1"}
+    assert all(float(r["agents"]) == 2 and float(r["size"]) == 6 for r in episodes)
+    steps = [int(r["step"]) for r in episodes]
+    assert steps == sorted(steps)  # worlds side by side: rows at the steps they ended
+    assert all(0.0 <= float(r["success_2x6"]) <= 1.0 for r in evals)
+
+
+def test_a_serial_mapf_run_trains_checkpoints_resumes_and_loads_as_a_policy(tmp_path, tiny):
+    over = ["run.runner=serial", *mapf_run(tiny)]
+    result = shoal.train("mapf", overrides=over, run_dir=tmp_path / "r")
+    assert result.env_steps >= 400 and result.updates > 0
+    check_rows(tmp_path / "r")
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert state["curriculum"]["stages"] == [[2, 6]]
+    assert state["replay"]["storage"]["size"] > 0
+    resumed = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=600"])
+    assert resumed.env_steps >= 600 and resumed.updates > result.updates
+    policy = load_policy(tmp_path / "r")
+    from shoal.envs.mapf import MapfEnv
+
+    env = MapfEnv(5, size=8, density=0.1)  # more agents than training saw: same weights
+    env.reset(seed=0)
+    policy.reset(env)
+    actions = policy.act(env)
+    assert actions.shape == (5,) and set(actions.tolist()) <= set(range(5))
+    assert load_policy(tmp_path / "r", comm=False).name != policy.name
+
+
+def test_a_ray_mapf_run_trains_through_the_replay_actor(tmp_path, tiny, ray_session):
+    result = shoal.train("mapf", overrides=mapf_run(tiny), run_dir=tmp_path / "r")
+    assert result.env_steps >= 400 and result.updates > 0
+    check_rows(tmp_path / "r")
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert state["replay"]["buffer"]["storage"]["size"] > 0
+    weights = state["learner"]["online"]
+    assert all(np.isfinite(v.numpy()).all() for v in weights.values())
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["run.runner=threads"], "trains with 'serial', 'ray', not 'threads'"),
+        (["mapf.period=20"], "mapf.period"),
+        (["mapf.hidden=10", "mapf.heads=4"], "mapf.hidden"),
+        (["mapf.max_agents=1", "mapf.agents=2"], "mapf.max_agents"),
+    ],
+)
+def test_bad_mapf_configs_fail_before_any_work(tmp_path, tiny, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        shoal.train("mapf", overrides=[*mapf_run(tiny), *overrides], run_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()
