@@ -183,6 +183,13 @@ def evaluate_run(
     from shoal.run.evaluation import evaluate
 
     cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
+    from shoal.mapf.config import MAPF_ID
+
+    if cfg.env.id == MAPF_ID:
+        raise ConfigError(
+            f"run '{run_dir}' is a MAPF run: evaluate it against its baselines with "
+            f"`shoal mapf eval {run_dir} --generate --agents N --size S`"
+        )
     if _multi_agent(cfg):
         played = play_run(run_dir, episodes, seed, checkpoint)
         return np.array([float(r.returns.sum()) for r in played])

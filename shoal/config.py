@@ -159,6 +159,9 @@ class RunConfig:
     (rollout worker processes + one central learner)."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
+    max_minutes: float | None = param(None, gt=0.0)
+    """Also stop after this many minutes of training, wall clock, across resumes (None: no
+    time limit); for runs measured against a time budget."""
     learning_starts: int = param(1_000, ge=0)
     """Env steps collected before the first gradient step."""
     train_freq: int = param(4, gt=0)

@@ -196,7 +196,10 @@ class SequenceDQNLoss:
         net, obs, state = self.network, batch.obs, batch.state
         q = unroll(net, params, obs, state, unroll_mask, self.burn_in)
         with torch.no_grad():
-            q_target = unroll(net, target_params, obs, state, unroll_mask, self.burn_in)
+            if target_params is params:  # one network in both roles (an actor's priorities)
+                q_target = q.detach()
+            else:
+                q_target = unroll(net, target_params, obs, state, unroll_mask, self.burn_in)
             pick = q.detach() if self.double else q_target
             a_next = pick.argmax(-1, keepdim=True)
             value = q_target.gather(-1, a_next).squeeze(-1)  # (B, S + 1, *agents)

@@ -46,6 +46,9 @@ class MapfConfig:
     """Steps before an episode is cut (success is all agents on goal before it)."""
     envs: int = param(16, gt=0)
     """Worlds each player steps together (one batched forward for all their agents)."""
+    eps_alpha: float = param(7.0, ge=0.0)
+    """Ape-X's exploration exponent over all worlds of all players: world i of W explores
+    at ``epsilon ** (1 + eps_alpha * i / (W - 1))`` (0: every world at epsilon)."""
     channels: int = param(16, gt=0)
     """Convolution channels of the encoder."""
     blocks: int = param(1, ge=0)

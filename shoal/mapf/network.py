@@ -216,22 +216,20 @@ class CommQNetwork(nn.Module):
             batch, self.layout.max_agents, self.hidden, device=self.value.weight.device
         )
 
-    def _encode(self, obs: torch.Tensor) -> tuple[torch.Tensor, JointObs]:
-        """Per-agent features ``(..., N, F)`` of packed observations ``(..., size)``, and
-        the unpacked observation."""
-        joint = self.layout.unpack(obs)
+    def _encode(self, joint: JointObs) -> torch.Tensor:
+        """Per-agent features ``(..., n, F)`` of unpacked observations."""
         lead = joint.view.shape[:-3]
         views = joint.view.reshape(-1, *joint.view.shape[-3:])
         # Only real agents' views are encoded: early in a curriculum most rows are padding.
         rows = joint.valid.reshape(-1).nonzero().squeeze(-1)
-        z = self.encoder(views[rows])
+        z = self.encoder(views[rows].contiguous(memory_format=torch.channels_last))
         out = z.new_zeros(len(views), z.shape[-1]).index_copy(0, rows, z)
-        return out.view(*lead, -1), joint
+        return out.view(*lead, -1)
 
     def _step(
         self, z: torch.Tensor, comm: torch.Tensor, state: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step from features ``(B, N, F)``: Q ``(B, N, 5)`` and the next memory."""
+        """One step from features ``(B, n, F)``: Q ``(B, n, 5)`` and the next memory."""
         b, n, d = state.shape
         h = self.memory(z.reshape(b * n, -1), state.reshape(b * n, d)).view(b, n, d)
         m = self.talk(h, comm) if self.comm else h
@@ -252,12 +250,27 @@ class CommQNetwork(nn.Module):
         the last; on slots where ``mask`` is False the state passes unchanged, so leading
         padding leaves the stored state as it was. The first ``burn_in`` slots only warm
         the state up: they run without gradients (R2D2), and so does their encoding.
+        Padding rows get zero Q-values and keep their state.
         """
+        joint = self.layout.unpack(obs)
+        # Real agents fill the first rows: compute only as many rows as the fullest world
+        # (a batch of 2-agent worlds in an 8-agent layout costs a quarter).
+        n = int(joint.valid.sum(-1).max()) if joint.valid.numel() else 0
+        n = max(n, 1)
+        part = JointObs(joint.view[..., :n, :, :, :], joint.comm[..., :n, :n], joint.valid[..., :n])
         if obs.dim() == 2:
-            z, joint = self._encode(obs)
-            return self._step(z, joint.comm, state)
+            q, h = self._step(self._encode(part), part.comm, state[:, :n])
+        else:
+            q, h = self._unroll(part, state[:, :n], mask, burn_in)
+        full = state.clone()
+        full[:, :n] = h
+        return F.pad(q, (0, 0, 0, self.layout.max_agents - n)), full
+
+    def _unroll(
+        self, joint: JointObs, state: torch.Tensor, mask: torch.Tensor | None, burn_in: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         if mask is None:
-            mask = torch.ones(obs.shape[:2], dtype=torch.bool, device=obs.device)
+            mask = torch.ones(joint.valid.shape[:2], dtype=torch.bool, device=state.device)
         qs = []
         parts = [(slice(0, burn_in), False), (slice(burn_in, None), True)]
         if not torch.is_grad_enabled():  # no gradients anywhere: one encoding of all slots
@@ -266,13 +279,13 @@ class CommQNetwork(nn.Module):
             if part.start == part.stop:  # no burn-in
                 continue
             with torch.set_grad_enabled(grad and torch.is_grad_enabled()):
-                z, joint = self._encode(obs[:, part])
+                view = JointObs(joint.view[:, part], joint.comm[:, part], joint.valid[:, part])
+                z = self._encode(view)
                 if not grad:
                     state = state.detach()
                 for t in range(z.shape[1]):
-                    q, nxt = self._step(z[:, t], joint.comm[:, t], state)
-                    keep = mask[:, part][:, t, None, None]
-                    state = torch.where(keep, nxt, state)
+                    q, nxt = self._step(z[:, t], view.comm[:, t], state)
+                    state = torch.where(mask[:, part][:, t, None, None], nxt, state)
                     qs.append(q)
         return torch.stack(qs, dim=1), state
 

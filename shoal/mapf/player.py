@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from shoal.agent.networks import Params
+from shoal.agent.schedules import actor_epsilon
 from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
 from shoal.config import Config
 from shoal.envs.mapf import MapfEnv
@@ -41,6 +42,7 @@ __all__ = [
     "make_world",
     "play_greedy",
     "sequence_specs",
+    "world_epsilons",
 ]
 
 
@@ -76,6 +78,14 @@ def make_world(cfg: MapfConfig, stage: Stage) -> MapfEnv:
         k_comm=cfg.k_comm,
         max_steps=cfg.max_steps,
     )
+
+
+def world_epsilons(cfg: MapfConfig, base: float, first: int, total: int) -> list[float]:
+    """Ape-X's spread of exploration over worlds: world ``first + w`` of ``total`` explores
+    at ``base ** (1 + eps_alpha * index / (total - 1))``. The greedier worlds show the
+    states a near-greedy policy gets stuck in (a loop on a near-tie of Q-values), which a
+    uniform epsilon keeps breaking before the learner sees them."""
+    return [actor_epsilon(base, first + w, total, cfg.eps_alpha) for w in range(cfg.envs)]
 
 
 def sequence_writer(cfg: MapfConfig) -> SequenceWriter:
@@ -171,10 +181,17 @@ class MapfPlayer:
 
     @torch.inference_mode()
     def play(
-        self, steps: int, params: Params, *, epsilon: float, stages: Sequence[Stage]
+        self,
+        steps: int,
+        params: Params,
+        *,
+        epsilon: float | Sequence[float],
+        stages: Sequence[Stage],
     ) -> Played:
         """Step every world ``steps`` times with ``params`` (episodes go on across calls);
-        returns the completed sequences with their priorities and the finished episodes."""
+        returns the completed sequences with their priorities and the finished episodes.
+        ``epsilon`` is one exploration rate for all worlds or one per world."""
+        eps = np.broadcast_to(np.asarray(epsilon, np.float64), (len(self.worlds),))
         out = Played()
         for w, world in enumerate(self.worlds):
             if world.obs is None:
@@ -188,7 +205,7 @@ class MapfPlayer:
             )
             self.state = self.state.cpu()
             actions = q.argmax(-1).cpu().numpy()
-            explore = self.rng.random(actions.shape) < epsilon
+            explore = self.rng.random(actions.shape) < eps[:, None]
             actions[explore] = self.rng.integers(q.shape[-1], size=int(explore.sum()))
             for w, world in enumerate(self.worlds):
                 self._step(w, world, obs[w], actions[w], before[w].numpy(), stages, out)

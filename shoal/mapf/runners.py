@@ -27,7 +27,13 @@ from shoal.errors import ConfigError
 from shoal.mapf.config import MAPF_ID
 from shoal.mapf.curriculum import Curriculum
 from shoal.mapf.network import JointLayout
-from shoal.mapf.player import Episode, MapfPlayer, build_network, play_greedy
+from shoal.mapf.player import (
+    Episode,
+    MapfPlayer,
+    build_network,
+    play_greedy,
+    world_epsilons,
+)
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
@@ -146,9 +152,9 @@ class MapfSerialRunner(_MapfParts, Runner):
     def collect(self, step: int) -> Collected:
         """One step of every world; completed sequences go to replay with their
         priorities."""
-        got = self.player.play(
-            1, self.learner.params, epsilon=self.epsilon(step), stages=self.curriculum.stages
-        )
+        m = self.cfg.extra["mapf"]
+        eps = world_epsilons(m, self.epsilon(step), 0, m.envs)
+        got = self.player.play(1, self.learner.params, epsilon=eps, stages=self.curriculum.stages)
         self._store(got.items, got.priorities)
         return self.episodes_collected(got.episodes, got.steps)
 
@@ -218,8 +224,10 @@ class MapfRolloutActor(RolloutActor):
         with their priorities; returns the finished episodes."""
         self._pull()  # a call's steps outnumber ray.pull_every: pull at every call
         m = self.cfg.extra["mapf"]
+        base = self.actor.meta.get("epsilon", 1.0)
+        eps = world_epsilons(m, base, self.index * m.envs, self.actors * m.envs)
         got = self.player.play(
-            max(1, steps // m.envs), self.actor.params, epsilon=self.actor.epsilon, stages=stages
+            max(1, steps // m.envs), self.actor.params, epsilon=eps, stages=stages
         )
         if got.items:
             batch = {k: np.stack([item[k] for item in got.items]) for k in got.items[0]}

@@ -258,8 +258,9 @@ class RunLoop:
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> TrainResult:
-        """Train until ``run.total_steps`` (at the runner's next boundary), until solved, or
-        until the runner is done; then finish, evaluate, checkpoint and draw the curve."""
+        """Train until ``run.total_steps`` (at the runner's next boundary), until
+        ``run.max_minutes``, until solved, or until the runner is done; then finish,
+        evaluate, checkpoint and draw the curve."""
         c, r, runner = self.c, self.cfg.run, self.runner
         metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
         try:
@@ -311,7 +312,8 @@ class RunLoop:
                 next_tick = (c["step"] // r.log_every + 1) * r.log_every
             if not runner.at_boundary():
                 continue
-            if c["step"] >= r.total_steps or runner.done(c["episode"]):
+            out_of_time = r.max_minutes is not None and self.wall() >= 60 * r.max_minutes
+            if c["step"] >= r.total_steps or runner.done(c["episode"]) or out_of_time:
                 return
             if c["step"] >= c["next_checkpoint"]:
                 while c["next_checkpoint"] <= c["step"]:

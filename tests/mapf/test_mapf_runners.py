@@ -79,6 +79,8 @@ def test_a_serial_mapf_run_trains_checkpoints_resumes_and_loads_as_a_policy(tmp_
     actions = policy.act(env)
     assert actions.shape == (5,) and set(actions.tolist()) <= set(range(5))
     assert load_policy(tmp_path / "r", comm=False).name != policy.name
+    with pytest.raises(ConfigError, match="shoal mapf eval"):
+        shoal.evaluate_run(tmp_path / "r")
 
 
 def test_a_ray_mapf_run_trains_through_the_replay_actor(tmp_path, tiny, ray_session):
