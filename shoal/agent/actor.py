@@ -140,7 +140,10 @@ class Actor:
     def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
         """An epsilon-greedy action for one observation, and the next recurrent state
         (``None`` in, at an episode's start, means :meth:`initial_state`). A recurrent
-        network steps its memory on every observation, random actions included."""
+        network steps its memory on every observation, random actions included. A network
+        that scores every agent of a joint observation (Q ``(1, N, A)``, e.g. MAPF's shared
+        network) gets an int array of N actions, each agent exploring on its own; its
+        ``obs_dtype`` says how observations reach it (packed bits stay uint8)."""
         if not self._recurrent:
             action = epsilon_greedy_action(
                 self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
@@ -149,11 +152,17 @@ class Actor:
         if state is None:
             state = self.initial_state()
         with torch.inference_mode():
-            x = torch.as_tensor(obs[None], dtype=torch.float32, device=self.device)
+            dtype = getattr(self.network, "obs_dtype", torch.float32)
+            x = torch.as_tensor(obs[None], dtype=dtype, device=self.device)
             q, state = self.network.apply_params(self.params, x, state)
             if self.action_mask:
                 q = mask_illegal(q, x)
-            best = q.argmax(dim=1).cpu().numpy()
+            best = q.argmax(dim=-1).cpu().numpy()
+        if q.dim() == 3:  # one Q row per agent of a joint observation: one action each
+            explore = self.rng.random(best.shape[1]) < self.epsilon
+            actions = best[0].copy()
+            actions[explore] = self.rng.integers(self.n_actions, size=int(explore.sum()))
+            return actions, state
         action = epsilon_greedy_action(
             lambda _: best, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
         )

@@ -169,6 +169,8 @@ class CommQNetwork(nn.Module):
 
     recurrent = True
     """Actors pass a state through :meth:`apply_params`."""
+    obs_dtype = torch.uint8
+    """Observations are packed bits (:class:`JointLayout`), never cast to float."""
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from shoal.agent.actor import Actor
 from shoal.agent.networks import Params
 from shoal.envs.mapf import MapfEnv
 from shoal.errors import ConfigError
@@ -32,30 +33,33 @@ class MapfPolicy(Protocol):
 
 
 class NetworkPolicy:
-    """The shared network's greedy policy: every agent's argmax Q, memories carried from
-    step to step. ``comm=False`` masks communication off (each agent reads only itself):
-    the same weights, for what talking is worth."""
+    """The shared network's greedy policy through an :class:`~shoal.agent.actor.Actor`
+    (epsilon 0): every agent's argmax Q, memories carried from step to step. A network
+    built with ``comm=False`` plays with communication masked off (each agent reads only
+    itself): the same weights, for what talking is worth."""
 
     def __init__(self, network: CommQNetwork, params: Params, *, name: str) -> None:
         self.network, self.params, self.name = network, params, name
-        self._net = network
+        self._actor: Actor | None = None
         self._state: torch.Tensor | None = None
 
     def reset(self, env: MapfEnv) -> None:
-        """Fresh memories for the env's agents."""
-        self._net = self.network.for_agents(env.max_num_agents)
-        self._state = self._net.initial_state(1)
+        """Fresh memories for the env's agents (a layout of their number)."""
+        net = self.network.for_agents(env.max_num_agents)
+        self._actor = Actor(
+            net, params=self.params, n_actions=net.n_actions, rng=np.random.default_rng(0)
+        )
+        self._actor.epsilon = 0.0
+        self._state = None
 
-    @torch.inference_mode()
     def act(self, env: MapfEnv) -> np.ndarray:
         """Every agent's greedy action now."""
-        if self._state is None:
+        if self._actor is None:
             self.reset(env)
-        obs = self._net.layout.pack(env.last_obs, env.comm_mask())
-        q, self._state = self._net.apply_params(
-            self.params, torch.as_tensor(obs)[None], self._state
-        )
-        return q[0, : env.max_num_agents].argmax(-1).numpy()
+        assert self._actor is not None
+        obs = self._actor.network.layout.pack(env.last_obs, env.comm_mask())
+        actions, self._state = self._actor.select_action(obs, self._state)
+        return np.asarray(actions)[: env.max_num_agents]
 
 
 def load_policy(run_dir: str | Path, *, comm: bool = True) -> MapfPolicy:

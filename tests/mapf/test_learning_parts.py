@@ -207,6 +207,31 @@ def test_the_acting_memory_equals_the_unroll_of_the_stored_sequence():
         np.testing.assert_allclose(world[k + t][1], h[0].numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_the_recurrent_actor_equals_a_step_by_step_unroll_and_explores_per_agent():
+    from shoal.agent.actor import Actor
+
+    net = CommQNetwork(JointLayout(3), channels=4, hidden=8, heads=2)
+    params = random_params(net, seed=4)
+    obs = world_obs(net.layout, 6, seed=5)
+    actor = Actor(net, params=params, n_actions=5, rng=np.random.default_rng(0))
+    actor.epsilon = 0.0
+    state = None
+    q_all = unroll(
+        net,
+        params,
+        torch.as_tensor(obs)[None],
+        net.initial_state(1),
+        torch.ones(1, 6, dtype=torch.bool),
+        0,
+    )
+    for t in range(6):
+        actions, state = actor.select_action(obs[t], state)
+        np.testing.assert_array_equal(actions, q_all[0, t].argmax(-1).numpy())
+    actor.epsilon = 1.0
+    drawn = np.stack([actor.select_action(obs[0], None)[0] for _ in range(200)])
+    assert drawn.shape == (200, 3) and len({tuple(row) for row in drawn}) > 50
+
+
 def test_nstep_targets_stop_at_termination_and_bootstrap_after_the_last_valid_step():
     # one agent, 5 slots: valid 0..3, a termination at slot 1 in item 0; item 1 truncated
     reward = torch.tensor([[1.0, 2.0, 4.0, 8.0, 0.0], [1.0, 2.0, 4.0, 8.0, 0.0]])

@@ -293,6 +293,19 @@ def test_scalar_observations_and_vector_actions():
     np.testing.assert_array_equal(items[1]["action"][:, 0], [1, 2, 0])
 
 
+def test_vector_rewards_one_per_agent():
+    writer = SequenceWriter(2, burn_in=1)
+    items = []
+    for t in range(3):
+        reward = np.array([t, 10.0 + t, -t], dtype=np.float32)
+        items += writer.append(np.zeros(1), t, reward, t == 2, False, np.zeros(2))
+    assert [it["reward"].shape for it in items] == [(3, 3), (3, 3)]
+    np.testing.assert_array_equal(items[1]["reward"], [[1, 11, -1], [2, 12, -2], [0, 0, 0]])
+    assert writer.specs((1,), state_shape=(2,), reward_shape=(3,))["reward"][0] == (3, 3)
+    with pytest.raises(ValueError, match="reward must have shape"):
+        writer.append(np.zeros(1), 0, np.zeros(2), False, False, np.zeros(2))
+
+
 # ---------------------------------------------------------------- streaming vs. reference
 
 

@@ -53,3 +53,18 @@ def test_without_confirmation_the_first_evaluation_past_the_bar_solves(tmp_path,
     evals = [int(r["step"]) for r in rows if r["kind"] == "eval"]
     assert result.solved_step == evals[1]
     assert seeds == [] and not [r for r in rows if r["kind"] == "confirm"]
+
+
+def test_a_run_stops_at_its_time_budget(tmp_path, tiny, monkeypatch):
+    """run.max_minutes ends a run early (at an episode boundary) and it still finishes
+    normally: final evaluation, checkpoint, curve."""
+    from itertools import count
+
+    from shoal.run.loop import RunLoop
+
+    clock = count(0.0, 7.0)  # each reading of the run's clock is 7 s later
+    monkeypatch.setattr(RunLoop, "wall", lambda self: next(clock))
+    over = tiny(run__total_steps=100_000, run__max_minutes=0.5)
+    result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    assert result.env_steps < 100_000 and result.wall_seconds >= 30
+    assert RunDir(tmp_path / "r").checkpoint.is_file()

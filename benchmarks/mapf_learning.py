@@ -1,0 +1,127 @@
+"""MAPF learning: the trained communicating agents against shortest-path agents and against
+themselves with communication off, on held-out generated instances.
+
+Trains the ``mapf`` preset (Ape-X on Ray, DHC's curriculum) for ``--minutes`` of wall
+clock on this machine, or takes an existing run (``--run-dir``), then plays the same
+held-out instances (generated maps, obstacle density drawn from [0.1, 0.3], instance seeds
+training never uses) with three policies: the run's best weights, the same weights with
+communication masked off, and independent shortest-path agents that wait on conflicts.
+Prints, per target (4 agents on 10x10, 8 on 20x20, and 16 on 40x40 for generalisation),
+solved counts, success rates, makespan and sum of costs over the instances all three
+solved, the ratios of success rates, the training's wall time and steps, and the machine.
+
+Usage::
+
+    python benchmarks/mapf_learning.py                        # train 60 minutes, evaluate
+    python benchmarks/mapf_learning.py --run-dir runs/mapf-X  # evaluate a finished run
+    python benchmarks/mapf_learning.py --minutes 10 --set run.runner=serial
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import shoal
+from shoal.config import load_config
+from shoal.mapf.baselines import ShortestPathPolicy
+from shoal.mapf.evaluate import EvalReport, evaluate, generated_instances
+from shoal.mapf.policy import load_policy
+from shoal.run.checkpoint import load_checkpoint
+from shoal.run.directory import RunDir
+
+TARGETS = ((4, 10), (8, 20), (16, 40))
+"""(agents, map side) of the held-out evaluations; the last one is generalisation."""
+
+
+def train(minutes: float, overrides: list[str], out: Path) -> Path:
+    """Train the preset for ``minutes`` into ``out``; returns the run directory."""
+    run_dir = out / "mapf-bench"
+    over = [f"run.max_minutes={minutes}", "run.progress=false", *overrides]
+    shoal.train("mapf", overrides=over, run_dir=run_dir)
+    return run_dir
+
+
+def run_facts(run_dir: Path) -> dict[str, Any]:
+    """Training wall time, env steps, updates and the curriculum's stages at the end."""
+    state = load_checkpoint(RunDir.open(run_dir).checkpoint)
+    loop = state["loop"]
+    return {
+        "wall_minutes": round(loop["wall"] / 60, 1),
+        "world_steps": loop["step"],
+        "updates": state["learner"]["updates"],
+        "stages": [tuple(s) for s in state["curriculum"]["stages"]],
+        "runner": load_config(RunDir.open(run_dir).config).run.runner,
+    }
+
+
+def compare(run_dir: Path, agents: int, size: int, count: int, seed: int) -> EvalReport:
+    """The three policies on the same ``count`` held-out instances."""
+    instances = generated_instances(agents, size, count, density=(0.1, 0.3), seed=seed)
+    policies = [load_policy(run_dir), load_policy(run_dir, comm=False), ShortestPathPolicy()]
+    return evaluate(policies, instances, max_steps=256)
+
+
+def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
+    """Print one target's lines; returns them as a dict."""
+    rows = {s.name: s for s in report.summaries}
+    ours, blind, path = rows["shoal"], rows["no-comm"], rows["shortest-path"]
+    print(f"\n{agents} agents on {size}x{size}, {ours.instances} held-out instances")
+    for s in report.summaries:
+        print(
+            f"  {s.name:14s} solved {s.solved:3d}/{s.instances}  success {s.success_rate:6.1%}"
+            f"  makespan/SoC on all-solved {_fmt(s.common_makespan)}/{_fmt(s.common_sum_of_costs)}"
+            f"  ({len(report.common)} instances)  {s.wall_seconds:6.1f} s"
+        )
+    ratios = {
+        "vs_shortest_path": _ratio(ours.success_rate, path.success_rate),
+        "vs_no_comm": _ratio(ours.success_rate, blind.success_rate),
+    }
+    print(
+        f"  success ratio: shoal / shortest-path = {_fmt(ratios['vs_shortest_path'])}, "
+        f"shoal / no-comm = {_fmt(ratios['vs_no_comm'])}"
+    )
+    return {
+        "agents": agents,
+        "size": size,
+        "policies": {s.name: s.__dict__ for s in report.summaries},
+        "ratios": ratios,
+    }
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return None if b == 0 else a / b
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def main() -> None:
+    """Train (or open) a run, evaluate it on every target, print and optionally save."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run-dir", type=Path, help="evaluate this run instead of training")
+    parser.add_argument("--minutes", type=float, default=60.0, help="training budget")
+    parser.add_argument("--instances", type=int, default=100, help="instances per target")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out instances")
+    parser.add_argument("--set", action="append", default=[], help="config overrides")
+    parser.add_argument("--json", type=Path, help="write the results as JSON")
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
+    run_dir = args.run_dir
+    if run_dir is None:
+        run_dir = train(args.minutes, args.set, Path(tempfile.mkdtemp(prefix="shoal-mapf-")))
+    facts = run_facts(run_dir)
+    print(f"run {run_dir}: {facts}")
+    results = [show(a, s, compare(run_dir, a, s, args.instances, args.seed)) for a, s in TARGETS]
+    if args.json:
+        args.json.write_text(json.dumps({"run": facts, "targets": results}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
