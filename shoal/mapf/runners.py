@@ -102,7 +102,7 @@ class _MapfParts:
         rng = np.random.default_rng(derive_seed(seed, EVAL_STREAM, 1))
         lo, hi = m.eval_density
         successes, self._last_eval = [], {}
-        params = self.eval_params()
+        params = self.learner.params
         for (agents, size), worlds in self._eval_worlds:
             for env in worlds:
                 env.density = float(rng.uniform(lo, hi))
@@ -112,10 +112,6 @@ class _MapfParts:
             self._last_eval[f"success_{agents}x{size}"] = float(np.mean(ok))
             successes += ok
         return np.array(successes), params
-
-    def eval_params(self) -> Any:
-        """The weights evaluations play (the learner's own)."""
-        return self.learner.params
 
     def eval_metrics(self) -> dict[str, float]:
         """Success per evaluation target and the curriculum's reach."""
