@@ -1,7 +1,8 @@
-"""Every registered runner (and every env's own version of one, e.g. MAPF's) passes the same
-checks: it writes every artifact, solves
+"""Every registered runner passes the same checks: it writes every artifact, solves
 CartPole (seeds 0-2), leaves a checkpoint on Ctrl-C that ``--resume`` continues, leaks no
 process, thread or shared-memory segment, and has a bad config rejected before any work.
+An env's own version of a runner (MAPF's serial and ray) goes through the artifact and
+Ctrl-C checks in its own world.
 
 A throwaway runner (``throwaway.py``, registered here) goes through the same suite, which
 is what adding a runner costs.
