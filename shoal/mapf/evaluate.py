@@ -105,9 +105,10 @@ class Instance:
         """K, the number of agents."""
         return len(self.starts)
 
-    def env(self, *, max_steps: int = 256, render_mode: str | None = None) -> MapfEnv:
+    def env(self, *, max_steps: int = 256, render_mode: str | None = None, **rules: Any) -> MapfEnv:
         """A fresh env with this map, starts and goals (checked by the env: free cells,
-        distinct starts and goals, each goal reachable)."""
+        distinct starts and goals, each goal reachable); ``rules`` are other
+        :class:`~shoal.envs.mapf.MapfEnv` settings (the view ``fov``, ``k_comm``)."""
         return MapfEnv(
             self.num_agents,
             grid=self.grid,
@@ -115,6 +116,7 @@ class Instance:
             goals=self.goals,
             max_steps=max_steps,
             render_mode=render_mode,
+            **rules,
         )
 
 
@@ -238,8 +240,12 @@ def play(
 ) -> EpisodeResult:
     """``policy`` plays ``instance`` in a fresh env until every agent is on its goal or
     ``max_steps`` steps have passed; ``frames`` also renders the start and every step. An
-    instance whose agents all start on their goals is solved in 0 steps."""
-    env = instance.env(max_steps=max_steps, render_mode="rgb_array" if frames else None)
+    instance whose agents all start on their goals is solved in 0 steps. A policy with
+    ``env_rules`` (a trained one: the view and communication it was trained with) plays
+    under them; the map, starts and goals are the instance's whatever the rules."""
+    rules = dict(getattr(policy, "env_rules", {}))
+    render = "rgb_array" if frames else None
+    env = instance.env(max_steps=max_steps, render_mode=render, **rules)
     env.reset(seed=0)  # the placement is given, so the seed changes nothing
     policy.reset(env)
     shots = [env.render()] if frames else []
@@ -441,6 +447,7 @@ class _Renamed:
     def __init__(self, policy: MapfPolicy, name: str) -> None:
         self.policy = policy
         self.name = name
+        self.env_rules = dict(getattr(policy, "env_rules", {}))
 
     def reset(self, env: MapfEnv) -> None:
         """Pass on to the wrapped policy."""

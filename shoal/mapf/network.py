@@ -252,7 +252,9 @@ class CommQNetwork(nn.Module):
         the last; on slots where ``mask`` is False the state passes unchanged, so leading
         padding leaves the stored state as it was. The first ``burn_in`` slots only warm
         the state up: they run without gradients (R2D2), and so does their encoding.
-        Padding rows get zero Q-values and keep their state.
+        Padding rows never affect real agents (attention and the loss ignore them); rows
+        beyond the fullest world of the batch are not computed at all (zero Q-values,
+        state kept).
         """
         joint = self.layout.unpack(obs)
         # Real agents fill the first rows: compute only as many rows as the fullest world

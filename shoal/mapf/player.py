@@ -164,7 +164,9 @@ class MapfPlayer:
         self.seeds = tuple(seeds)
         self.rng = rng
         self.worlds = [_World(self.m) for _ in range(self.m.envs)]
-        self.state = network.initial_state(len(self.worlds))
+        # Memories stay on the CPU between steps (rows are reset and stored per world);
+        # the forward moves them to the network's device.
+        self.state = network.initial_state(len(self.worlds)).cpu()
         self.loss = SequenceDQNLoss(
             network, burn_in=self.m.burn_in, n_step=cfg.dqn.n_step, gamma=cfg.dqn.gamma
         )

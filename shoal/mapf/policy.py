@@ -4,7 +4,7 @@ the trained network's policy loaded from a run directory."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -38,8 +38,18 @@ class NetworkPolicy:
     built with ``comm=False`` plays with communication masked off (each agent reads only
     itself): the same weights, for what talking is worth."""
 
-    def __init__(self, network: CommQNetwork, params: Params, *, name: str) -> None:
+    def __init__(
+        self,
+        network: CommQNetwork,
+        params: Params,
+        *,
+        name: str,
+        env_rules: dict[str, Any] | None = None,
+    ) -> None:
         self.network, self.params, self.name = network, params, name
+        self.env_rules = dict(env_rules or {})
+        """MapfEnv settings the policy must play under (the view and the communication
+        rule it was trained with)."""
         self._actor: Actor | None = None
         self._state: torch.Tensor | None = None
 
@@ -81,4 +91,6 @@ def load_policy(run_dir: str | Path, *, comm: bool = True) -> MapfPolicy:
     weights = load_checkpoint(path)["learner"]["online"]
     network = build_network(cfg.extra["mapf"], comm=comm).requires_grad_(False)
     params = {k: v.float() for k, v in weights.items()}
-    return NetworkPolicy(network, params, name="shoal" if comm else "no-comm")
+    m = cfg.extra["mapf"]
+    rules = {"fov": m.fov, "k_comm": m.k_comm}
+    return NetworkPolicy(network, params, name="shoal" if comm else "no-comm", env_rules=rules)

@@ -56,7 +56,10 @@ class RolloutActor:
         store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"), poll=True)
         replay = ray.get_actor(f"shoal-replay-{tag}")
         self.cfg, self.index, self.actors = cfg, index, actors
-        self.seeds = (cfg.run.seed, ACTOR_STREAM, index, start)
+        self.seeds: tuple[int, ...] = (cfg.run.seed, ACTOR_STREAM, index, start)
+        if ray.get_runtime_context().was_current_actor_reconstructed:
+            # A restart must not replay its first life's episodes and exploration draws.
+            self.seeds += (os.getpid(),)
         self.replay = replay
         self.node = ray.get_runtime_context().get_node_id()
         self.inflight: list[Any] = []

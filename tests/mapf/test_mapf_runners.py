@@ -106,3 +106,17 @@ def test_bad_mapf_configs_fail_before_any_work(tmp_path, tiny, overrides, messag
     with pytest.raises(ConfigError, match=message):
         shoal.train("mapf", overrides=[*mapf_run(tiny), *overrides], run_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_a_policy_is_evaluated_under_the_view_and_communication_it_was_trained_with(tmp_path, tiny):
+    from shoal.mapf.baselines import ShortestPathPolicy
+    from shoal.mapf.evaluate import evaluate, generated_instances
+
+    over = ["run.runner=serial", *mapf_run(tiny, mapf__fov=7, mapf__k_comm=2)]
+    over = [o for o in over if not o.startswith("run.total_steps")] + ["run.total_steps=200"]
+    shoal.train("mapf", overrides=over, run_dir=tmp_path / "r")
+    policy = load_policy(tmp_path / "r")
+    assert policy.env_rules == {"fov": 7, "k_comm": 2}
+    instances = generated_instances(2, 6, 3, seed=0)
+    report = evaluate([policy, ShortestPathPolicy()], instances, max_steps=20)
+    assert [s.instances for s in report.summaries] == [3, 3]
