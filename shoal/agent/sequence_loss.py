@@ -185,6 +185,22 @@ class SequenceDQNLoss:
         self.burn_in, self.n_step, self.gamma = burn_in, n_step, gamma
         self.double, self.huber_delta, self.eta = double, huber_delta, eta
 
+    @classmethod
+    def from_config(
+        cls, network: Any, cfg: DQNConfig, *, burn_in: int, eta: float = 0.9
+    ) -> SequenceDQNLoss:
+        """The loss a DQN config describes (n-step, gamma, double, Huber): one place, so a
+        learner's loss and its actors' priorities agree."""
+        return cls(
+            network,
+            burn_in=burn_in,
+            n_step=cfg.n_step,
+            gamma=cfg.gamma,
+            double=cfg.double,
+            huber_delta=cfg.huber_delta,
+            eta=eta,
+        )
+
     def td_errors(
         self, params: Params, target_params: Params, batch: SequenceBatch
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -261,15 +277,7 @@ class SequenceDQN(Learner):
         eta: float = 0.9,
         device: str | torch.device | None = "auto",
     ) -> None:
-        loss = SequenceDQNLoss(
-            network,
-            burn_in=burn_in,
-            n_step=cfg.n_step,
-            gamma=cfg.gamma,
-            double=cfg.double,
-            huber_delta=cfg.huber_delta,
-            eta=eta,
-        )
+        loss = SequenceDQNLoss.from_config(network, cfg, burn_in=burn_in, eta=eta)
         super().__init__(network, loss, cfg, device=device)
 
     def make_batch(self, sample: Mapping[str, np.ndarray]) -> SequenceBatch:  # type: ignore[override]

@@ -167,8 +167,9 @@ class MapfPlayer:
         # Memories stay on the CPU between steps (rows are reset and stored per world);
         # the forward moves them to the network's device.
         self.state = network.initial_state(len(self.worlds)).cpu()
-        self.loss = SequenceDQNLoss(
-            network, burn_in=self.m.burn_in, n_step=cfg.dqn.n_step, gamma=cfg.dqn.gamma
+        # The learner's loss: initial priorities are the TD errors it will compute.
+        self.loss = SequenceDQNLoss.from_config(
+            network, cfg.dqn, burn_in=self.m.burn_in, eta=self.m.eta
         )
 
     def _reset(self, w: int, world: _World, stages: Sequence[Stage]) -> None:
