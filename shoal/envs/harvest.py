@@ -60,7 +60,7 @@ from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 
 from shoal.envs.gridworld import GridWorld
-from shoal.envs.parallel import joint_actions
+from shoal.envs.parallel import StepResult, joint_actions
 from shoal.errors import ConfigError, ShoalError
 
 __all__ = [
@@ -82,14 +82,6 @@ OBS_CHANNELS = ("wall", "apple", "agent", "self")
 REGROWTH = (0.0, 0.01, 0.01, 0.05, 0.05, 0.1)
 """Regrowth probability by the number of apples within radius 2 (the last for all more)."""
 REGROWTH_RADIUS = 2
-StepResult = tuple[
-    dict[str, np.ndarray],
-    dict[str, float],
-    dict[str, bool],
-    dict[str, bool],
-    dict[str, dict[str, Any]],
-]
-"""observations, rewards, terminations, truncations, infos (PettingZoo's parallel step)."""
 _DISK = tuple(
     (dr, dc)
     for dr in range(-REGROWTH_RADIUS, REGROWTH_RADIUS + 1)

@@ -59,7 +59,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo.utils.env import ParallelEnv
 
-from shoal.envs.parallel import joint_actions
+from shoal.envs.parallel import StepResult, joint_actions
 from shoal.errors import ConfigError, ShoalError
 
 __all__ = [
@@ -96,14 +96,6 @@ REWARD_STAY_OFF_GOAL = -0.075
 REWARD_STAY_ON_GOAL = 0.0
 REWARD_COLLISION = -0.5
 REWARD_FINISH = 3.0
-StepResult = tuple[
-    dict[str, np.ndarray],
-    dict[str, float],
-    dict[str, bool],
-    dict[str, bool],
-    dict[str, dict[str, Any]],
-]
-"""observations, rewards, terminations, truncations, infos (PettingZoo's parallel step)."""
 
 
 # -- graph search ------------------------------------------------------------------------------

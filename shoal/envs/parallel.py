@@ -20,11 +20,21 @@ from shoal.errors import EnvError, ShoalError
 __all__ = [
     "HARVEST_ID",
     "MultiAgentSpec",
+    "StepResult",
     "check_same_agents",
     "joint_actions",
     "make_parallel_env",
     "probe_parallel_env",
 ]
+
+StepResult = tuple[
+    dict[str, np.ndarray],
+    dict[str, float],
+    dict[str, bool],
+    dict[str, bool],
+    dict[str, dict[str, Any]],
+]
+"""observations, rewards, terminations, truncations, infos (PettingZoo's parallel step)."""
 
 HARVEST_ID = "shoal/Harvest-v0"
 """The id of shoal's commons harvest."""
