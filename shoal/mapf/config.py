@@ -35,6 +35,9 @@ class MapfConfig:
     promote_success: float = param(0.9, gt=0.0, le=1.0)
     """Success rate over those episodes that promotes a stage: it adds a stage with one
     agent more and one with a map ``size_step`` larger (DHC's curriculum)."""
+    frontier: float = param(0.5, ge=0.0, le=1.0)
+    """Share of episodes drawn among the open stages not yet promoted (the rest uniformly
+    among all open stages; 0: DHC's uniform draws)."""
     density: float | None = param(None, ge=0.0, lt=1.0)
     """Obstacle density of training maps (none: drawn per episode from triangular(0, 0.33,
     0.5), as DHC trains)."""

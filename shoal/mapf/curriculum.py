@@ -5,6 +5,11 @@ uniformly from those opened so far; once a stage has ``promote_episodes`` episod
 succeeded in at least ``promote_success`` of the last that many, it opens the stage with
 one agent more and the stage with a map ``size_step`` larger (within the maxima). Stages
 stay open: earlier skills keep being practised.
+
+DHC draws every episode's stage uniformly among the open ones; with 24 stages open, the
+newest (the ones still to be mastered) then get a few percent of the episodes, and the
+curriculum crawls. ``mapf.frontier`` of the episodes are drawn among the stages not yet
+promoted, the rest uniformly among all open ones (0: DHC's uniform draws).
 """
 
 from __future__ import annotations
@@ -42,8 +47,16 @@ class Curriculum:
         self._recent: dict[Stage, deque[bool]] = {}
 
     def draw(self, rng: np.random.Generator) -> Stage:
-        """A stage for the next episode, uniformly among the open ones."""
-        return self.stages[int(rng.integers(len(self.stages)))]
+        """A stage for the next episode, drawn with :meth:`weights`."""
+        return self.stages[int(rng.choice(len(self.stages), p=self.weights()))]
+
+    def weights(self) -> list[float]:
+        """Each open stage's share of the next episodes (aligned with :attr:`stages`):
+        ``frontier`` spread over the stages not yet promoted, the rest over all."""
+        frontier = [s not in self.promoted for s in self.stages]
+        share = self.cfg.frontier if any(frontier) else 0.0
+        n, k = len(self.stages), sum(frontier)
+        return [(1 - share) / n + (share / k if f else 0.0) for f in frontier]
 
     def record(self, stage: Stage, *, success: bool) -> list[Stage]:
         """Count an episode of ``stage``; returns the stages it opened."""

@@ -164,6 +164,8 @@ class MapfPlayer:
         self.seeds = tuple(seeds)
         self.rng = rng
         self.worlds = [_World(self.m) for _ in range(self.m.envs)]
+        self._draws: tuple[list[Stage], np.ndarray | None] = ([], None)
+        """The stages new episodes are drawn from, and their probabilities."""
         # Memories stay on the CPU between steps (rows are reset and stored per world);
         # the forward moves them to the network's device.
         self.state = network.initial_state(len(self.worlds)).cpu()
@@ -172,8 +174,9 @@ class MapfPlayer:
             network, cfg.dqn, burn_in=self.m.burn_in, eta=self.m.eta
         )
 
-    def _reset(self, w: int, world: _World, stages: Sequence[Stage]) -> None:
-        stage = stages[int(self.rng.integers(len(stages)))]
+    def _reset(self, w: int, world: _World) -> None:
+        stages, weights = self._draws
+        stage = stages[int(self.rng.choice(len(stages), p=weights))]
         if world.stage != stage:
             world.env, world.stage = make_world(self.m, stage), stage
         assert world.env is not None
@@ -190,15 +193,18 @@ class MapfPlayer:
         *,
         epsilon: float | Sequence[float],
         stages: Sequence[Stage],
+        weights: Sequence[float] | None = None,
     ) -> Played:
         """Step every world ``steps`` times with ``params`` (episodes go on across calls);
         returns the completed sequences with their priorities and the finished episodes.
-        ``epsilon`` is one exploration rate for all worlds or one per world."""
+        ``epsilon`` is one exploration rate for all worlds or one per world; new episodes
+        draw their stage from ``stages`` with probabilities ``weights`` (none: uniformly)."""
         eps = np.broadcast_to(np.asarray(epsilon, np.float64), (len(self.worlds),))
+        self._draws = (list(stages), None if weights is None else np.asarray(weights))
         out = Played()
         for w, world in enumerate(self.worlds):
             if world.obs is None:
-                self._reset(w, world, stages)
+                self._reset(w, world)
         device = next(iter(params.values())).device
         for _ in range(steps):
             obs = np.stack([world.obs for world in self.worlds])
@@ -211,7 +217,7 @@ class MapfPlayer:
             explore = self.rng.random(actions.shape) < eps[:, None]
             actions[explore] = self.rng.integers(q.shape[-1], size=int(explore.sum()))
             for w, world in enumerate(self.worlds):
-                self._step(w, world, obs[w], actions[w], before[w].numpy(), stages, out)
+                self._step(w, world, obs[w], actions[w], before[w].numpy(), out)
             out.steps += len(self.worlds)
         out.priorities = self.priorities(params, out.items)
         return out
@@ -223,7 +229,6 @@ class MapfPlayer:
         obs: np.ndarray,
         actions: np.ndarray,
         state: np.ndarray,
-        stages: Sequence[Stage],
         out: Played,
     ) -> None:
         env = world.env
@@ -243,7 +248,7 @@ class MapfPlayer:
             assert world.stage is not None
             out.episodes.append(Episode(world.stage, bool(term), env.steps, world.ret))
             world.episodes += 1
-            self._reset(w, world, stages)
+            self._reset(w, world)
 
     def priorities(self, params: Params, items: list[dict[str, np.ndarray]]) -> np.ndarray:
         """Initial priorities of ``items`` under ``params`` (in both roles: a player has no

@@ -72,9 +72,10 @@ class NetworkPolicy:
         return np.asarray(actions)[: env.max_num_agents]
 
 
-def load_policy(run_dir: str | Path, *, comm: bool = True) -> MapfPolicy:
+def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "best") -> MapfPolicy:
     """The greedy policy of a MAPF run's best checkpoint (its latest before any
-    evaluation); ``comm=False`` masks all communication off."""
+    evaluation), or its latest with ``checkpoint="latest"``; ``comm=False`` masks all
+    communication off."""
     from shoal.config import load_config
     from shoal.mapf.config import MAPF_ID
     from shoal.mapf.player import build_network
@@ -85,7 +86,10 @@ def load_policy(run_dir: str | Path, *, comm: bool = True) -> MapfPolicy:
     cfg = load_config(run.config)
     if cfg.env.id != MAPF_ID:
         raise ConfigError(f"run '{run.path}': env.id is {cfg.env.id!r}, not a MAPF run")
-    path = run.best if run.best.is_file() else run.checkpoint
+    if checkpoint not in ("best", "latest"):
+        raise ConfigError(f"checkpoint {checkpoint!r}: expected 'best' or 'latest'")
+    use_best = checkpoint == "best" and run.best.is_file()
+    path = run.best if use_best else run.checkpoint
     if not path.is_file():
         raise ConfigError(f"run '{run.path}': no checkpoint yet")
     weights = load_checkpoint(path)["learner"]["online"]

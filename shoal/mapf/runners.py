@@ -150,7 +150,10 @@ class MapfSerialRunner(_MapfParts, Runner):
         priorities."""
         m = self.cfg.extra["mapf"]
         eps = world_epsilons(m, self.epsilon(step), 0, m.envs)
-        got = self.player.play(1, self.learner.params, epsilon=eps, stages=self.curriculum.stages)
+        cur = self.curriculum
+        got = self.player.play(
+            1, self.learner.params, epsilon=eps, stages=cur.stages, weights=cur.weights()
+        )
         self._store(got.items, got.priorities)
         return self.episodes_collected(got.episodes, got.steps)
 
@@ -215,15 +218,17 @@ class MapfRolloutActor(RolloutActor):
         self.actor = Actor(network, source=store, n_actions=len(ACTIONS), rng=rng)
         self.player = MapfPlayer(cfg, network, seeds=self.seeds, rng=rng)
 
-    def rollout(self, steps: int, stages: list[tuple[int, int]]) -> dict[str, Any]:  # type: ignore[override]
-        """Play about ``steps`` world steps in ``stages``; send the completed sequences
-        with their priorities; returns the finished episodes."""
+    def rollout(  # type: ignore[override]
+        self, steps: int, stages: list[tuple[int, int]], weights: list[float] | None = None
+    ) -> dict[str, Any]:
+        """Play about ``steps`` world steps in ``stages`` (drawn with ``weights``); send
+        the completed sequences with their priorities; returns the finished episodes."""
         self._pull()  # a call's steps outnumber ray.pull_every: pull at every call
         m = self.cfg.extra["mapf"]
         base = self.actor.meta.get("epsilon", 1.0)
         eps = world_epsilons(m, base, self.index * m.envs, self.actors * m.envs)
         got = self.player.play(
-            max(1, steps // m.envs), self.actor.params, epsilon=eps, stages=stages
+            max(1, steps // m.envs), self.actor.params, epsilon=eps, stages=stages, weights=weights
         )
         if got.items:
             batch = {k: np.stack([item[k] for item in got.items]) for k in got.items[0]}
@@ -258,8 +263,9 @@ class MapfRayRunner(_MapfParts, RayRunner):
         self._start_parts()
 
     def rollout_args(self) -> tuple[Any, ...]:
-        """The stages open now (the actors draw their next episodes from them)."""
-        return (list(self.curriculum.stages),)
+        """The stages open now and their shares (the actors draw their next episodes
+        from them)."""
+        return (list(self.curriculum.stages), self.curriculum.weights())
 
     def collected(self, got: dict[str, Any]) -> Collected:
         """Count the call's episodes towards their stages."""

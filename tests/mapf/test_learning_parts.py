@@ -138,9 +138,9 @@ class RecordingPlayer(MapfPlayer):
         super().__init__(*args, **kwargs)
         self.log: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in self.worlds]
 
-    def _step(self, w, world, obs, actions, state, stages, out) -> None:
+    def _step(self, w, world, obs, actions, state, out) -> None:
         self.log[w].append((obs.copy(), state.copy()))
-        super()._step(w, world, obs, actions, state, stages, out)
+        super()._step(w, world, obs, actions, state, out)
 
 
 def test_sampled_sequences_carry_the_memory_held_at_their_first_burn_in_step():
@@ -302,6 +302,29 @@ def test_curriculum_opens_stages_after_enough_successes_and_keeps_them():
     assert restored.success((1, 10)) == cur.success((1, 10)) == 1.0
     rng = np.random.default_rng(0)
     assert {cur.draw(rng) for _ in range(200)} == set(cur.stages)
+
+
+def test_curriculum_draws_the_stages_still_to_master_more_often():
+    cfg = MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2)
+    cur = Curriculum(cfg)
+    assert cur.weights() == [1.0]
+    for _ in range(2):
+        cur.record((1, 10), success=True)
+    # (1, 10) promoted; (2, 10) and (1, 15) open: half the draws uniform, half on those two
+    np.testing.assert_allclose(cur.weights(), [1 / 6, 1 / 6 + 1 / 4, 1 / 6 + 1 / 4])
+    rng = np.random.default_rng(0)
+    drawn = [cur.draw(rng) for _ in range(3000)]
+    assert abs(drawn.count((1, 10)) / 3000 - 1 / 6) < 0.03
+    uniform = Curriculum(
+        MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2, frontier=0.0)
+    )
+    for _ in range(2):
+        uniform.record((1, 10), success=True)
+    np.testing.assert_allclose(uniform.weights(), [1 / 3] * 3)
+    for stage in [(2, 10), (1, 15), (2, 15)]:  # everything promoted: uniform again
+        for _ in range(2):
+            cur.record(stage, success=True)
+    np.testing.assert_allclose(cur.weights(), [1 / 4] * 4)
 
 
 def test_greedy_play_reports_success_steps_and_stage():
