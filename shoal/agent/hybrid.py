@@ -105,7 +105,10 @@ class HybridQNetwork(QNetwork):
         z = self.features(params, obs)
         raw = F.linear(z, params["cont.weight"], params["cont.bias"])
         raw = raw.view(*raw.shape[:-1], self.n_actions, self.action_dim)
-        return self.q_values(params, z), self.act_mid + self.act_half * torch.tanh(raw)
+        # The bounds follow the parameters: an actor's CPU copy of the network may act on a
+        # CUDA learner's live parameters (the threads runner).
+        mid, half = self.act_mid.to(raw.device), self.act_half.to(raw.device)
+        return self.q_values(params, z), mid + half * torch.tanh(raw)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         """Q-values and continuous actions under the module's own parameters."""
