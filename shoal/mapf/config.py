@@ -35,7 +35,7 @@ class MapfConfig:
     promote_success: float = param(0.9, gt=0.0, le=1.0)
     """Success rate over those episodes that promotes a stage: it adds a stage with one
     agent more and one with a map ``size_step`` larger (DHC's curriculum)."""
-    frontier: float = param(0.5, ge=0.0, le=1.0)
+    frontier: float = param(0.0, ge=0.0, le=1.0)
     """Share of episodes drawn among the open stages not yet promoted (the rest uniformly
     among all open stages; 0: DHC's uniform draws)."""
     density: float | None = param(None, ge=0.0, lt=1.0)

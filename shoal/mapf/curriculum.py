@@ -7,9 +7,9 @@ one agent more and the stage with a map ``size_step`` larger (within the maxima)
 stay open: earlier skills keep being practised.
 
 DHC draws every episode's stage uniformly among the open ones; with 24 stages open, the
-newest (the ones still to be mastered) then get a few percent of the episodes, and the
-curriculum crawls. ``mapf.frontier`` of the episodes are drawn among the stages not yet
-promoted, the rest uniformly among all open ones (0: DHC's uniform draws).
+newest (the ones still to be mastered) then get a few percent of the episodes.
+``mapf.frontier`` of the episodes are drawn among the stages not yet promoted, the rest
+uniformly among all open ones (0, the default: DHC's uniform draws).
 """
 
 from __future__ import annotations

@@ -305,7 +305,7 @@ def test_curriculum_opens_stages_after_enough_successes_and_keeps_them():
 
 
 def test_curriculum_draws_the_stages_still_to_master_more_often():
-    cfg = MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2)
+    cfg = MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2, frontier=0.5)
     cur = Curriculum(cfg)
     assert cur.weights() == [1.0]
     for _ in range(2):
@@ -316,7 +316,7 @@ def test_curriculum_draws_the_stages_still_to_master_more_often():
     drawn = [cur.draw(rng) for _ in range(3000)]
     assert abs(drawn.count((1, 10)) / 3000 - 1 / 6) < 0.03
     uniform = Curriculum(
-        MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2, frontier=0.0)
+        MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2)
     )
     for _ in range(2):
         uniform.record((1, 10), success=True)
