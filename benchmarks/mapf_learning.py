@@ -60,10 +60,16 @@ def run_facts(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def compare(run_dir: Path, agents: int, size: int, count: int, seed: int) -> EvalReport:
+def compare(
+    run_dir: Path, agents: int, size: int, count: int, seed: int, checkpoint: str = "best"
+) -> EvalReport:
     """The three policies on the same ``count`` held-out instances."""
     instances = generated_instances(agents, size, count, density=(0.1, 0.3), seed=seed)
-    policies = [load_policy(run_dir), load_policy(run_dir, comm=False), ShortestPathPolicy()]
+    policies = [
+        load_policy(run_dir, checkpoint=checkpoint),
+        load_policy(run_dir, comm=False, checkpoint=checkpoint),
+        ShortestPathPolicy(),
+    ]
     return evaluate(policies, instances, max_steps=256)
 
 
@@ -111,6 +117,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out instances")
     parser.add_argument("--set", action="append", default=[], help="config overrides")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
+    parser.add_argument(
+        "--checkpoint",
+        choices=("best", "latest"),
+        default="best",
+        help="the run's weights to evaluate (default: best)",
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
     run_dir = args.run_dir
@@ -118,7 +130,10 @@ def main() -> None:
         run_dir = train(args.minutes, args.set, Path(tempfile.mkdtemp(prefix="shoal-mapf-")))
     facts = run_facts(run_dir)
     print(f"run {run_dir}: {facts}")
-    results = [show(a, s, compare(run_dir, a, s, args.instances, args.seed)) for a, s in TARGETS]
+    results = [
+        show(a, s, compare(run_dir, a, s, args.instances, args.seed, args.checkpoint))
+        for a, s in TARGETS
+    ]
     if args.json:
         args.json.write_text(json.dumps({"run": facts, "targets": results}, indent=2))
 

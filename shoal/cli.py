@@ -255,6 +255,12 @@ def _mapf_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="only the run's policy (no ablation, no baseline)",
     )
+    ev.add_argument(
+        "--checkpoint",
+        choices=("best", "latest"),
+        default="best",
+        help="the run's weights: best (picked by its evaluations; default) or latest",
+    )
 
 
 def _describe(obj: object) -> str:
@@ -422,6 +428,7 @@ def _mapf(args: argparse.Namespace) -> int:
         animation=args.gif,
         out=args.out,
         baselines=not args.no_baselines,
+        checkpoint=args.checkpoint,
     )
     return 0
 

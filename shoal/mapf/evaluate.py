@@ -458,9 +458,12 @@ class _Renamed:
         return self.policy.act(env)
 
 
-def _policies(run_dir: str | os.PathLike, baselines: bool) -> list[MapfPolicy]:
-    """The trained policy, it without communication and the shortest-path baseline (or
-    the trained one alone without ``baselines``; the baseline alone for RUN_DIR ``-``)."""
+def _policies(
+    run_dir: str | os.PathLike, baselines: bool, checkpoint: str = "best"
+) -> list[MapfPolicy]:
+    """The trained policy (of the run's ``checkpoint``, best or latest), it without
+    communication and the shortest-path baseline (or the trained one alone without
+    ``baselines``; the baseline alone for RUN_DIR ``-``)."""
     if os.fspath(run_dir) == BASELINE_ONLY:
         if not baselines:
             raise ConfigError(
@@ -471,10 +474,10 @@ def _policies(run_dir: str | os.PathLike, baselines: bool) -> list[MapfPolicy]:
     if not Path(run_dir).is_dir():
         raise RunDirError(f"run directory '{os.fspath(run_dir)}' does not exist")
     # looked up through the module at call time, so tests can patch the loader
-    trained = mapf_policy.load_policy(run_dir)
+    trained = mapf_policy.load_policy(run_dir, checkpoint=checkpoint)
     if not baselines:
         return [trained]
-    blind = mapf_policy.load_policy(run_dir, comm=False)
+    blind = mapf_policy.load_policy(run_dir, comm=False, checkpoint=checkpoint)
     if blind.name == trained.name:
         blind = _Renamed(blind, NO_COMM)
     return [trained, blind, ShortestPathPolicy()]
@@ -544,12 +547,14 @@ def eval_command(
     animation: str | os.PathLike | None = None,
     out: str | os.PathLike | None = None,
     baselines: bool = True,
+    checkpoint: str = "best",
 ) -> EvalReport:
     """``shoal mapf eval``: build the instances (``map_path`` with ``scen_paths``, or
     ``generate`` ``count`` maps of ``size`` with ``density``, one value or a range, from
     ``seed``), load the policies (the run's, it with communication off, and the
     shortest-path baseline; only the run's without ``baselines``; the baseline alone for
-    ``run_dir`` :data:`BASELINE_ONLY`), play them all on the same instances, print the
+    ``run_dir`` :data:`BASELINE_ONLY`; the run's ``checkpoint``: ``best`` or
+    ``latest``), play them all on the same instances, print the
     table, write the JSON report to ``out`` and animate the first policy on the first
     instance to ``animation`` (``.gif`` or a ``.png`` strip). Every input is checked
     before anything is played or written; the errors are :class:`~shoal.errors.ShoalError`."""
@@ -566,7 +571,7 @@ def eval_command(
         count=count,
         seed=seed,
     )
-    policies = _policies(run_dir, baselines)
+    policies = _policies(run_dir, baselines, checkpoint)
     report = evaluate(policies, instances, max_steps=max_steps)
     print_report(report)
     if out is not None:

@@ -269,7 +269,7 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
 def test_cli_with_a_run_plays_three_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
     calls = []
 
-    def fake_load_policy(run_dir, *, comm=True):
+    def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
         calls.append((str(run_dir), comm))
         policy = ShortestPathPolicy()
         policy.name = "dhc"  # both alike: the command renames the no-comm one

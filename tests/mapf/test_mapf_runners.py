@@ -79,6 +79,11 @@ def test_a_serial_mapf_run_trains_checkpoints_resumes_and_loads_as_a_policy(tmp_
     actions = policy.act(env)
     assert actions.shape == (5,) and set(actions.tolist()) <= set(range(5))
     assert load_policy(tmp_path / "r", comm=False).name != policy.name
+    latest = load_policy(tmp_path / "r", checkpoint="latest")
+    latest.reset(env)
+    assert latest.act(env).shape == (5,)
+    with pytest.raises(ConfigError, match="'newest'.*'best' or 'latest'"):
+        load_policy(tmp_path / "r", checkpoint="newest")
     with pytest.raises(ConfigError, match="shoal mapf eval"):
         shoal.evaluate_run(tmp_path / "r")
 
