@@ -61,7 +61,13 @@ def run_facts(run_dir: Path) -> dict[str, Any]:
 
 
 def compare(
-    run_dir: Path, agents: int, size: int, count: int, seed: int, checkpoint: str = "best"
+    run_dir: Path,
+    agents: int,
+    size: int,
+    count: int,
+    seed: int,
+    checkpoint: str = "best",
+    epsilon: float = 0.0,
 ) -> EvalReport:
     """The three policies on the same ``count`` held-out instances."""
     instances = generated_instances(agents, size, count, density=(0.1, 0.3), seed=seed)
@@ -70,7 +76,7 @@ def compare(
         load_policy(run_dir, comm=False, checkpoint=checkpoint),
         ShortestPathPolicy(),
     ]
-    return evaluate(policies, instances, max_steps=256)
+    return evaluate(policies, instances, max_steps=256, epsilon=epsilon)
 
 
 def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
@@ -123,6 +129,12 @@ def main() -> None:
         default="best",
         help="the run's weights to evaluate (default: best)",
     )
+    parser.add_argument(
+        "--epsilon",
+        type=float,
+        default=0.0,
+        help="random moves per agent and step, every policy alike (default 0: greedy)",
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
     run_dir = args.run_dir
@@ -130,12 +142,23 @@ def main() -> None:
         run_dir = train(args.minutes, args.set, Path(tempfile.mkdtemp(prefix="shoal-mapf-")))
     facts = run_facts(run_dir)
     print(f"run {run_dir}: {facts}")
+    print(f"weights: {args.checkpoint}; random moves per agent and step: {args.epsilon:g}")
     results = [
-        show(a, s, compare(run_dir, a, s, args.instances, args.seed, args.checkpoint))
+        show(a, s, compare(run_dir, a, s, args.instances, args.seed, args.checkpoint, args.epsilon))
         for a, s in TARGETS
     ]
     if args.json:
-        args.json.write_text(json.dumps({"run": facts, "targets": results}, indent=2))
+        args.json.write_text(
+            json.dumps(
+                {
+                    "run": facts,
+                    "checkpoint": args.checkpoint,
+                    "epsilon": args.epsilon,
+                    "targets": results,
+                },
+                indent=2,
+            )
+        )
 
 
 if __name__ == "__main__":

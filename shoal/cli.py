@@ -261,6 +261,14 @@ def _mapf_parser(sub: argparse._SubParsersAction) -> None:
         default="best",
         help="the run's weights: best (picked by its evaluations; default) or latest",
     )
+    ev.add_argument(
+        "--epsilon",
+        type=float,
+        default=0.0,
+        metavar="E",
+        help="each agent's move is random with probability E, for every policy alike"
+        " (breaks deterministic deadlocks; default 0: greedy)",
+    )
 
 
 def _describe(obj: object) -> str:
@@ -429,6 +437,7 @@ def _mapf(args: argparse.Namespace) -> int:
         out=args.out,
         baselines=not args.no_baselines,
         checkpoint=args.checkpoint,
+        epsilon=args.epsilon,
     )
     return 0
 

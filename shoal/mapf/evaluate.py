@@ -310,11 +310,14 @@ class EvalReport:
     common: tuple[int, ...]
     summaries: tuple[PolicySummary, ...]
     episodes: dict[str, tuple[EpisodeResult, ...]]
+    epsilon: float = 0.0
+    """Probability of a random move per agent and step, the same for every policy."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict: settings, per-policy summaries, every episode."""
         return {
             "max_steps": self.max_steps,
+            "epsilon": self.epsilon,
             "instances": list(self.sources),
             "all_solved": list(self.common),
             "policies": [dataclasses.asdict(s) for s in self.summaries],
@@ -349,15 +352,24 @@ def _summary(
 
 
 def evaluate(
-    policies: Sequence[MapfPolicy], instances: Sequence[Instance], *, max_steps: int = 256
+    policies: Sequence[MapfPolicy],
+    instances: Sequence[Instance],
+    *,
+    max_steps: int = 256,
+    epsilon: float = 0.0,
 ) -> EvalReport:
     """Every policy plays every instance once (:func:`play`), policy by policy, so each
-    policy's wall time is its own. Policy names must be distinct: they key the report."""
+    policy's wall time is its own; with ``epsilon`` > 0 every policy makes the same share
+    of random moves (:class:`~shoal.mapf.policy.RandomMoves`). Policy names must be
+    distinct: they key the report."""
     names = [p.name for p in policies]
     if not names or len(set(names)) != len(names):
         raise ConfigError(f"mapf eval: policy names {names} are not one or more distinct names")
     if not instances:
         raise ConfigError("mapf eval: no instances to play")
+    _check_epsilon(epsilon)
+    if epsilon > 0:
+        policies = [mapf_policy.RandomMoves(p, epsilon) for p in policies]
     episodes: dict[str, tuple[EpisodeResult, ...]] = {}
     seconds: dict[str, float] = {}
     for policy in policies:
@@ -371,7 +383,13 @@ def evaluate(
         common=common,
         summaries=tuple(_summary(n, episodes[n], common, seconds[n]) for n in names),
         episodes=episodes,
+        epsilon=epsilon,
     )
+
+
+def _check_epsilon(epsilon: float) -> None:
+    if not 0.0 <= epsilon <= 1.0:
+        raise ConfigError(f"mapf eval: --epsilon {epsilon} is not within [0, 1]")
 
 
 def _cell(value: float | None) -> str:
@@ -382,7 +400,8 @@ def report_table(report: EvalReport) -> Table:
     """The report's summaries as a rich table, one row per policy."""
     n, m = len(report.sources), len(report.common)
     table = Table(
-        title=f"MAPF evaluation: {n} instances, at most {report.max_steps} steps",
+        title=f"MAPF evaluation: {n} instances, at most {report.max_steps} steps"
+        + (f", random moves {report.epsilon:g}" if report.epsilon else ""),
         caption=(
             "own: mean over the instances the policy solved; all solved: mean over the"
             f" instances every policy solved ({m} of {n}; the fair comparison)"
@@ -548,19 +567,22 @@ def eval_command(
     out: str | os.PathLike | None = None,
     baselines: bool = True,
     checkpoint: str = "best",
+    epsilon: float = 0.0,
 ) -> EvalReport:
     """``shoal mapf eval``: build the instances (``map_path`` with ``scen_paths``, or
     ``generate`` ``count`` maps of ``size`` with ``density``, one value or a range, from
     ``seed``), load the policies (the run's, it with communication off, and the
     shortest-path baseline; only the run's without ``baselines``; the baseline alone for
     ``run_dir`` :data:`BASELINE_ONLY`; the run's ``checkpoint``: ``best`` or
-    ``latest``), play them all on the same instances, print the
+    ``latest``), play them all (each agent moving at random with probability
+    ``epsilon``, every policy alike) on the same instances, print the
     table, write the JSON report to ``out`` and animate the first policy on the first
     instance to ``animation`` (``.gif`` or a ``.png`` strip). Every input is checked
     before anything is played or written; the errors are :class:`~shoal.errors.ShoalError`."""
     if animation is not None:
         check_animation_path(animation)
     _check_output(out)
+    _check_epsilon(epsilon)
     instances = _instances(
         agents=agents,
         map_path=map_path,
@@ -572,12 +594,13 @@ def eval_command(
         seed=seed,
     )
     policies = _policies(run_dir, baselines, checkpoint)
-    report = evaluate(policies, instances, max_steps=max_steps)
+    report = evaluate(policies, instances, max_steps=max_steps, epsilon=epsilon)
     print_report(report)
     if out is not None:
         print(f"report: {write_report(report, out)}")
     if animation is not None:
-        episode = play(policies[0], instances[0], max_steps=max_steps, frames=True)
+        first = mapf_policy.RandomMoves(policies[0], epsilon) if epsilon else policies[0]
+        episode = play(first, instances[0], max_steps=max_steps, frames=True)
         path = save_animation(episode.frames, animation)
         outcome = "solved" if episode.success else "not solved"
         print(

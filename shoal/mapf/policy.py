@@ -11,11 +11,11 @@ import torch
 
 from shoal.agent.actor import Actor
 from shoal.agent.networks import Params
-from shoal.envs.mapf import MapfEnv
+from shoal.envs.mapf import ACTIONS, MapfEnv
 from shoal.errors import ConfigError
 from shoal.mapf.network import CommQNetwork
 
-__all__ = ["MapfPolicy", "NetworkPolicy", "load_policy"]
+__all__ = ["MapfPolicy", "NetworkPolicy", "RandomMoves", "load_policy"]
 
 
 class MapfPolicy(Protocol):
@@ -70,6 +70,43 @@ class NetworkPolicy:
         obs = self._actor.network.layout.pack(env.last_obs, env.comm_mask())
         actions, self._state = self._actor.select_action(obs, self._state)
         return np.asarray(actions)[: env.max_num_agents]
+
+
+class RandomMoves:
+    """``policy`` with each agent's action replaced, with probability ``epsilon``, by a
+    uniformly random move. A greedy policy can lock into a deterministic deadlock (two
+    agents yielding to each other for ever, the same memories each step); a few random
+    moves break it, which is why DQN's Atari evaluations play with epsilon 0.05. Each
+    episode's draws come from ``(seed, episode index)``, so policies wrapped alike meet
+    the same noise on the same instances. Name and env rules are the wrapped policy's.
+
+    Example:
+        >>> from shoal.mapf.baselines import ShortestPathPolicy
+        >>> RandomMoves(ShortestPathPolicy(), 0.05).name
+        'shortest-path'
+    """
+
+    def __init__(self, policy: MapfPolicy, epsilon: float, *, seed: int = 0) -> None:
+        if not 0.0 <= epsilon <= 1.0:
+            raise ConfigError(f"random moves: epsilon {epsilon} is not within [0, 1]")
+        self.policy, self.epsilon, self.seed = policy, float(epsilon), seed
+        self.name: str = policy.name
+        self.env_rules = dict(getattr(policy, "env_rules", {}))
+        self._episodes = 0
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, env: MapfEnv) -> None:
+        """Reset the wrapped policy; the episode's own draws."""
+        self.policy.reset(env)
+        self._rng = np.random.default_rng([self.seed, self._episodes])
+        self._episodes += 1
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """The wrapped policy's actions, some replaced by random moves."""
+        actions = np.array(self.policy.act(env), copy=True)
+        flip = self._rng.random(len(actions)) < self.epsilon
+        actions[flip] = self._rng.integers(len(ACTIONS), size=int(flip.sum()))
+        return actions
 
 
 def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "best") -> MapfPolicy:

@@ -22,6 +22,7 @@ from shoal.mapf.evaluate import (
     play,
     scenario_instances,
 )
+from shoal.mapf.policy import RandomMoves
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,6 +86,21 @@ def test_shortest_path_deadlocks_head_on_in_a_corridor():
     assert not result.success and result.steps == 20
     assert result.makespan is None and result.sum_of_costs is None
     assert result.on_goal == 0 and result.collisions > 0
+
+
+def test_random_moves_break_a_deadlock_the_same_way_for_every_run():
+    # Head-on in a corridor with one side pocket: greedy shortest paths wait for ever.
+    inst = instance([".....", "##.##"], [(0, 0), (0, 4)], [(0, 4), (0, 0)])
+    assert not play(ShortestPathPolicy(), inst, max_steps=100).success
+    noisy = [play(RandomMoves(ShortestPathPolicy(), 0.2), inst, max_steps=100) for _ in range(2)]
+    assert noisy[0].success and noisy[0] == noisy[1]
+    calm = play(RandomMoves(ShortestPathPolicy(), 0.0), instance(["...."], [(0, 0)], [(0, 3)]))
+    assert calm.success and calm.steps == 3  # epsilon 0 changes nothing
+    with pytest.raises(ConfigError, match="epsilon 1.5"):
+        RandomMoves(ShortestPathPolicy(), 1.5)
+    report = evaluate([ShortestPathPolicy()], [inst], max_steps=100, epsilon=0.2)
+    assert report.epsilon == 0.2 and report.summaries[0].solved == 1
+    assert report.to_json()["epsilon"] == 0.2
 
 
 def test_sum_of_costs_counts_the_last_arrival_of_each_agent():
@@ -263,7 +279,9 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     report = json.loads(out_file.read_text())
     assert [p["name"] for p in report["policies"]] == ["shortest-path"]
     assert len(report["instances"]) == 3 and len(report["episodes"]["shortest-path"]) == 3
-    assert report["max_steps"] == 32
+    assert report["max_steps"] == 32 and report["epsilon"] == 0.0
+    code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--epsilon", 0.1)
+    assert code == 0 and "random moves 0.1" in out, err
 
 
 def test_cli_with_a_run_plays_three_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
@@ -332,6 +350,7 @@ def test_cli_scenario_instances(tmp_path, capsys):
         ((*GENERATE, "--gif", "{tmp}/ep.mp4"), ".gif or a .png"),
         ((*GENERATE, "--out", "{tmp}/no/dir/r.json"), "does not exist"),
         ((*GENERATE, "--no-baselines"), "nothing is left"),
+        ((*GENERATE, "--epsilon", 1.5), "--epsilon 1.5"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
