@@ -107,7 +107,7 @@ class _ResBlock(nn.Module):
         self.conv2 = nn.Conv2d(channels, channels, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.relu(x + self.conv2(F.relu(self.conv1(x))))
+        return F.leaky_relu(x + self.conv2(F.leaky_relu(self.conv1(x), 0.2)), 0.2)
 
 
 class _Comm(nn.Module):
@@ -191,10 +191,10 @@ class CommQNetwork(nn.Module):
         side = layout.fov - 2  # the first convolution has no padding
         self.encoder = nn.Sequential(
             nn.Conv2d(layout.channels, channels, 3),
-            nn.ReLU(),
+            nn.LeakyReLU(0.2),
             *(_ResBlock(channels) for _ in range(blocks)),
             nn.Conv2d(channels, 8, 1),
-            nn.ReLU(),
+            nn.LeakyReLU(0.2),
             nn.Flatten(),
         )
         self.memory = nn.GRUCell(8 * side * side, hidden)
