@@ -51,6 +51,27 @@ def cluster_processes(temp_dir: str) -> list[int]:
     return found
 
 
+def wait_for_nodes(address: str, env: dict, *, count: int, timeout: float = 60.0) -> None:
+    """Until the cluster at ``address`` has ``count`` live nodes: ``ray start`` of a second
+    node returns before the head counts it, and on a loaded machine a run that starts then
+    places both actors' work on the head alone."""
+    probe = (
+        f"import ray; ray.init(address={address!r}); print(sum(n['Alive'] for n in ray.nodes()))"
+    )
+    deadline = time.monotonic() + timeout
+    alive = 0
+    while time.monotonic() < deadline:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60
+        )
+        lines = done.stdout.strip().splitlines()
+        alive = int(lines[-1]) if lines and lines[-1].isdigit() else 0
+        if alive >= count:
+            return
+        time.sleep(1.0)
+    raise AssertionError(f"the test cluster has {alive} live nodes after {timeout} s, not {count}")
+
+
 @pytest.fixture
 def two_nodes(tmp_path):
     temp_dir = f"/tmp/shoal-ray-{os.getpid()}-{time.monotonic_ns() % 100000}"
@@ -63,6 +84,7 @@ def two_nodes(tmp_path):
     try:
         subprocess.run(head, env=env, check=True, capture_output=True, timeout=120)
         subprocess.run(second, env=env, check=True, capture_output=True, timeout=120)
+        wait_for_nodes(f"127.0.0.2:{port}", env, count=2)
         yield f"127.0.0.2:{port}", env
     finally:
         deadline = time.monotonic() + 20
