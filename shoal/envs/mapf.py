@@ -28,11 +28,12 @@ chain; an agent following another into the cell it leaves moves, and so does a r
 of four agents round a 2 x 2 block (each follows one that really leaves). Every failed
 move is a **collision** of the mover; the agent it bumped into is not charged.
 
-**Rewards** per agent and step: -0.075 for a move, -0.075 for staying off its goal, 0 for
-staying on its goal, -0.5 for a collision. When every agent is on its goal after a step the
-episode is *terminated* for all and each agent's reward for that step is +3 **instead of**
-the above (as in DHC: the finishing step pays exactly +3 whatever happened in it).
-Otherwise the episode is *truncated* after ``max_steps`` steps (never both).
+**Rewards** per agent and step: -0.075 for a move, -0.075 for staying off its goal
+(``stay_off_goal``), 0 for staying on its goal, -0.5 for a collision. When every agent is
+on its goal after a step the episode is *terminated* for all and each agent's reward for
+that step is +3 **instead of** the above (as in DHC: the finishing step pays exactly +3
+whatever happened in it). Otherwise the episode is *truncated* after ``max_steps`` steps
+(never both).
 
 **Observations** (``Box(0, 1, (6, fov, fov), float32)``): a ``fov x fov`` window centred
 on the agent, channels first (:data:`OBS_CHANNELS`): 0 other agents (not self), 1
@@ -320,6 +321,8 @@ class MapfEnv(ParallelEnv):
         fov: side of the square observation window (odd).
         k_comm: most agents, self included, each agent talks to.
         max_steps: steps before the episode is truncated.
+        stay_off_goal: reward of staying off its goal (DHC's -0.075, a move's; lower makes
+            idling cost more than moving, as PRIMAL's rewards do).
         render_mode: None or ``"rgb_array"`` (uint8 image, 8 pixels per cell).
 
     Example:
@@ -355,6 +358,7 @@ class MapfEnv(ParallelEnv):
         fov: int = 9,
         k_comm: int = 3,
         max_steps: int = 256,
+        stay_off_goal: float = REWARD_STAY_OFF_GOAL,
         render_mode: str | None = None,
     ) -> None:
         if (starts is None) != (goals is None):
@@ -368,6 +372,7 @@ class MapfEnv(ParallelEnv):
             "fov": (fov, fov >= 1 and fov % 2 == 1, "an odd number >= 1"),
             "k_comm": (k_comm, k_comm >= 1, ">= 1"),
             "max_steps": (max_steps, max_steps >= 1, ">= 1"),
+            "stay_off_goal": (stay_off_goal, -1e6 < stay_off_goal <= 0.0, "a reward <= 0"),
             "density": (
                 density,
                 density is None or 0.0 <= density < 1.0,
@@ -382,6 +387,8 @@ class MapfEnv(ParallelEnv):
         self.fov, self.k_comm, self.max_steps = int(fov), int(k_comm), int(max_steps)
         self.density = density
         """The obstacle density asked for (None: drawn per episode)."""
+        self.stay_off_goal = float(stay_off_goal)
+        """Reward of an agent's step spent off its goal without trying to move."""
         self.render_mode = render_mode
         self.possible_agents = [f"agent_{i}" for i in range(num_agents)]
         self.agents: list[str] = []
@@ -524,7 +531,7 @@ class MapfEnv(ParallelEnv):
         if finished:
             rewards = np.full(len(acts), REWARD_FINISH)
         else:
-            stay = np.where(on, REWARD_STAY_ON_GOAL, REWARD_STAY_OFF_GOAL)
+            stay = np.where(on, REWARD_STAY_ON_GOAL, self.stay_off_goal)
             rewards = np.where(collided, REWARD_COLLISION, np.where(moved, REWARD_MOVE, stay))
         truncated = not finished and self.steps >= self.max_steps
         obs = self._observe()

@@ -45,6 +45,11 @@ class MapfConfig:
     """Side of each agent's square view (odd)."""
     k_comm: int = param(3, gt=0)
     """Most agents, self included, each agent talks to."""
+    stay_off_goal: float = param(-0.075, le=0.0)
+    """Reward of an agent's step off its goal without a move (DHC: -0.075, the same as a
+    move). Lower makes idling cost more than moving (PRIMAL's rewards do): with equal
+    costs, a greedy agent far from its goal loses almost nothing by waiting one more
+    step, so errors of a few hundredths in Q freeze whole teams."""
     max_steps: int = param(256, gt=0)
     """Steps before an episode is cut (success is all agents on goal before it)."""
     envs: int = param(16, gt=0)

@@ -77,6 +77,7 @@ def make_world(cfg: MapfConfig, stage: Stage) -> MapfEnv:
         fov=cfg.fov,
         k_comm=cfg.k_comm,
         max_steps=cfg.max_steps,
+        stay_off_goal=cfg.stay_off_goal,
     )
 
 

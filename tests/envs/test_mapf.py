@@ -192,6 +192,20 @@ def test_stay_rewards_and_the_finishing_reward_replaces_the_step_reward():
         env.step({})
 
 
+def test_staying_off_goal_costs_what_the_env_is_given_and_nothing_else_changes():
+    env = made(["....", ".#.."], [(0, 0), (0, 3)], [(0, 1), (1, 3)], stay_off_goal=-0.2)
+    rewards, _, _ = step(env, RIGHT, STAY)
+    assert rewards == [MOVE, -0.2]
+    rewards, _, _ = step(env, STAY, LEFT)  # on goal stays free; a collision is a collision
+    assert rewards == [STAY_ON, MOVE]
+    rewards, _, _ = step(env, STAY, RIGHT)
+    assert rewards == [STAY_ON, MOVE]
+    rewards, _, _ = step(env, STAY, RIGHT)
+    assert rewards == [STAY_ON, COLLISION]
+    with pytest.raises(ConfigError, match="stay_off_goal: 0.1 is out of range"):
+        MapfEnv(2, size=5, stay_off_goal=0.1)
+
+
 def test_truncated_at_max_steps_never_terminated():
     env = made(["...."], [(0, 0)], [(0, 3)], max_steps=3)
     for t in range(1, 4):

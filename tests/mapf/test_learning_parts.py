@@ -15,7 +15,13 @@ from shoal.envs.mapf import MapfEnv
 from shoal.mapf.config import MapfConfig
 from shoal.mapf.curriculum import Curriculum
 from shoal.mapf.network import CommQNetwork, JointLayout
-from shoal.mapf.player import MapfPlayer, build_network, play_greedy, sequence_specs
+from shoal.mapf.player import (
+    MapfPlayer,
+    build_network,
+    make_world,
+    play_greedy,
+    sequence_specs,
+)
 from shoal.replay import ReplayBuffer
 
 pytestmark = pytest.mark.timeout(120)
@@ -282,6 +288,15 @@ def test_the_sequence_loss_ignores_padding_agents_and_mixes_priorities():
     expected = 0.9 * size.amax(dims) + 0.1 * size.sum(dims) / valid.sum(dims)
     torch.testing.assert_close(prio, expected)
     assert valid[..., 2:].sum() == 0 and valid[..., :2].sum() > 0
+
+
+def test_training_worlds_follow_the_sections_rules():
+    cfg = MapfConfig(fov=5, k_comm=2, max_steps=50, stay_off_goal=-0.2, density=0.1)
+    env = make_world(cfg, (3, 15))
+    assert (env.max_num_agents, env.fov, env.k_comm, env.max_steps) == (3, 5, 2, 50)
+    assert (env.stay_off_goal, env.density) == (-0.2, 0.1)
+    env.reset(seed=0)
+    assert env.grid.shape == (15, 15)
 
 
 def test_curriculum_opens_stages_after_enough_successes_and_keeps_them():
