@@ -88,7 +88,7 @@ def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
         print(
             f"  {s.name:14s} solved {s.solved:3d}/{s.instances}  success {s.success_rate:6.1%}"
             f"  makespan/SoC on all-solved {_fmt(s.common_makespan)}/{_fmt(s.common_sum_of_costs)}"
-            f"  ({len(report.common)} instances)  {s.wall_seconds:6.1f} s"
+            f"  ({len(report.common)} instances)  stalled {s.stalled:3d}  {s.wall_seconds:6.1f} s"
         )
     ratios = {
         "vs_shortest_path": _ratio(ours.success_rate, path.success_rate),

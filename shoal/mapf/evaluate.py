@@ -16,7 +16,11 @@ fresh env (:func:`play`), and is scored per episode (:class:`EpisodeResult`):
   stood on its goal for the rest of the episode (a visit it left again does not count; an
   agent that starts on its goal and never leaves it costs 0), when successful;
 - **collisions**: failed moves (into an obstacle, off the map, or in a conflict, see
-  :func:`~shoal.envs.mapf.resolve_moves`), over agents and steps.
+  :func:`~shoal.envs.mapf.resolve_moves`), over agents and steps;
+- **stalled**: a failed episode in which no agent moved in its last :data:`STALL_STEPS`
+  steps. A deterministic policy whose agents all stand still (or all bump) with the same
+  memories is in a deadlock it never leaves; the count tells such failures from wandering
+  ones.
 
 Per policy (:class:`PolicySummary`) makespan and SoC are averaged twice: over the instances
 that policy solved, and over the instances that *every* policy solved. Only the second
@@ -77,6 +81,8 @@ BASELINE_ONLY = "-"
 NO_COMM = "no-comm"
 """Name of the no-communication policy when the loader gives both policies one name."""
 STAY = ACTIONS.index("stay")
+STALL_STEPS = 32
+"""Steps without any agent moving that end a failed episode as *stalled*."""
 
 
 # -- instances ---------------------------------------------------------------------------------
@@ -207,7 +213,8 @@ def scenario_instances(
 class EpisodeResult:
     """One policy's episode on one instance (the metrics are defined in the module
     docstring). ``makespan`` and ``sum_of_costs`` are None when it failed; ``on_goal`` is
-    how many agents stood on their goals at the end; ``frames`` the rendered images, the
+    how many agents stood on their goals at the end; ``stalled``: failed with no agent
+    moving in the last :data:`STALL_STEPS` steps; ``frames`` the rendered images, the
     start first, when asked for (empty otherwise)."""
 
     success: bool
@@ -216,6 +223,7 @@ class EpisodeResult:
     sum_of_costs: int | None
     collisions: int
     on_goal: int
+    stalled: bool = False
     frames: tuple[np.ndarray, ...] = dataclasses.field(default=(), repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
@@ -252,6 +260,7 @@ def play(
     on = env.on_goal()
     arrival = np.zeros(env.max_num_agents, np.int64)  # meaningful where ``on``
     collisions = 0
+    last_move = 0  # the step after which some agent last changed cell
     success = done = bool(on.all())
     while not done:
         actions = _actions(policy, env)
@@ -259,6 +268,8 @@ def play(
         _, _, terminated, truncated, _ = env.step(dict(zip(env.possible_agents, actions.tolist())))
         # a successful move always changes the cell, so a mover still in place collided
         collisions += int(((actions != STAY) & (env.positions == before).all(axis=1)).sum())
+        if (env.positions != before).any():
+            last_move = env.steps
         now = env.on_goal()
         arrival[now & ~on] = env.steps
         on = now
@@ -273,6 +284,7 @@ def play(
         sum_of_costs=int(arrival.sum()) if success else None,
         collisions=collisions,
         on_goal=int(on.sum()),
+        stalled=not success and env.steps - last_move >= STALL_STEPS,
         frames=tuple(shots),
     )
 
@@ -285,6 +297,7 @@ class PolicySummary:
     """One policy over all instances. ``makespan`` and ``sum_of_costs``: means over the
     instances it solved; ``common_*``: means over the instances every policy solved (the
     fair comparison); None where there are none. ``collisions``: mean per episode.
+    ``stalled``: failed episodes that ended in a standstill (:data:`STALL_STEPS`).
     ``wall_seconds``: playing all its episodes, env steps included."""
 
     name: str
@@ -296,6 +309,7 @@ class PolicySummary:
     common_makespan: float | None
     common_sum_of_costs: float | None
     collisions: float
+    stalled: int
     wall_seconds: float
 
 
@@ -347,6 +361,7 @@ def _summary(
         common_makespan=_mean(e.makespan for e in shared),
         common_sum_of_costs=_mean(e.sum_of_costs for e in shared),
         collisions=float(np.mean([e.collisions for e in episodes])),
+        stalled=sum(e.stalled for e in episodes),
         wall_seconds=seconds,
     )
 
@@ -404,7 +419,8 @@ def report_table(report: EvalReport) -> Table:
         + (f", random moves {report.epsilon:g}" if report.epsilon else ""),
         caption=(
             "own: mean over the instances the policy solved; all solved: mean over the"
-            f" instances every policy solved ({m} of {n}; the fair comparison)"
+            f" instances every policy solved ({m} of {n}; the fair comparison); stalled:"
+            f" failures with no agent moving in their last {STALL_STEPS} steps"
         ),
     )
     table.add_column("policy", no_wrap=True)
@@ -416,6 +432,7 @@ def report_table(report: EvalReport) -> Table:
         "makespan\n(all solved)",
         "SoC\n(all solved)",
         "collisions\n/episode",
+        "stalled",
         "wall s",
     ):
         table.add_column(header, justify="right")
@@ -429,14 +446,15 @@ def report_table(report: EvalReport) -> Table:
             _cell(s.common_makespan),
             _cell(s.common_sum_of_costs),
             f"{s.collisions:.2f}",
+            str(s.stalled),
             f"{s.wall_seconds:.2f}",
         )
     return table
 
 
-TABLE_WIDTH = 110
+TABLE_WIDTH = 120
 """Characters the table may take when stdout is not a terminal (rich's default there is 80,
-too narrow for nine columns: headers would be cut)."""
+too narrow for ten columns: headers would be cut)."""
 
 
 def print_report(report: EvalReport, console: Console | None = None) -> None:

@@ -88,6 +88,21 @@ def test_shortest_path_deadlocks_head_on_in_a_corridor():
     assert result.on_goal == 0 and result.collisions > 0
 
 
+def test_a_failure_is_stalled_only_when_nobody_moved_in_its_last_steps():
+    corridor = instance(["....."], [(0, 0), (0, 4)], [(0, 4), (0, 0)])
+    deadlock = play(ShortestPathPolicy(), corridor, max_steps=40)  # bumps head-on for ever
+    assert not deadlock.success and deadlock.stalled
+    # agent 0 walks right and back until step 9: 31 still steps are not 32
+    pace = [[RIGHT, STAY], [LEFT, STAY]] * 4 + [[RIGHT, STAY]]
+    assert not play(Scripted(pace), corridor, max_steps=40).stalled
+    assert play(Scripted(pace), corridor, max_steps=41).stalled
+    assert not play(ShortestPathPolicy(), instance(["...."], [(0, 0)], [(0, 3)])).stalled
+    report = evaluate([ShortestPathPolicy()], [corridor, corridor], max_steps=40)
+    assert report.summaries[0].stalled == 2
+    assert report.to_json()["policies"][0]["stalled"] == 2
+    assert report.to_json()["episodes"]["shortest-path"][0]["stalled"] is True
+
+
 def test_random_moves_break_a_deadlock_the_same_way_for_every_run():
     # Head-on in a corridor with one side pocket: greedy shortest paths wait for ever.
     inst = instance([".....", "##.##"], [(0, 0), (0, 4)], [(0, 4), (0, 0)])
