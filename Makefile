@@ -50,6 +50,8 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/independent_agents.py
 	$(PY) benchmarks/harvest_learning.py
 	$(PY) benchmarks/ray_apex.py
+	$(PY) benchmarks/mapf_learner_cost.py
+	$(PY) benchmarks/mapf_learning.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
