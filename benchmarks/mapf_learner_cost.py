@@ -25,7 +25,7 @@ import time
 import numpy as np
 import torch
 
-from shoal.config import load_config
+from shoal.config import Config, load_config
 from shoal.mapf.network import JointLayout
 from shoal.mapf.player import build_learner, sequence_specs
 
@@ -38,9 +38,9 @@ VARIANTS = {
 """Name -> ``[mapf]`` overrides of the preset; the first is the reference of the ratios."""
 
 
-def synthetic_sample(overrides: list[str], batch: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """A replay sample of ``batch`` full sequences in the preset's layout."""
-    m = load_config("mapf", overrides=overrides).extra["mapf"]
+def synthetic_sample(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
+    """A replay sample of a batch (``dqn.batch_size``) of full sequences in the run's layout."""
+    m, batch = cfg.extra["mapf"], cfg.dqn.batch_size
     specs = sequence_specs(m)
     rng = np.random.default_rng(seed)
     layout = JointLayout(m.max_agents, m.fov)
@@ -67,7 +67,7 @@ def seconds_per_update(overrides: list[str], threads: int, updates: int) -> floa
     torch.set_num_threads(threads)
     cfg = load_config("mapf", overrides=["run.device=cpu", *overrides])
     learner = build_learner(cfg)
-    batch = learner.make_batch(synthetic_sample(overrides, cfg.dqn.batch_size))
+    batch = learner.make_batch(synthetic_sample(cfg))
     for _ in range(2):
         learner.step(batch)
     times = []

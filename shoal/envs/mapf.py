@@ -53,6 +53,7 @@ carry each agent's row (``comm``), ``pos`` and ``goal`` (``(row, col)``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -372,7 +373,11 @@ class MapfEnv(ParallelEnv):
             "fov": (fov, fov >= 1 and fov % 2 == 1, "an odd number >= 1"),
             "k_comm": (k_comm, k_comm >= 1, ">= 1"),
             "max_steps": (max_steps, max_steps >= 1, ">= 1"),
-            "stay_off_goal": (stay_off_goal, -1e6 < stay_off_goal <= 0.0, "a reward <= 0"),
+            "stay_off_goal": (
+                stay_off_goal,
+                math.isfinite(stay_off_goal) and stay_off_goal <= 0.0,
+                "a finite reward <= 0",
+            ),
             "density": (
                 density,
                 density is None or 0.0 <= density < 1.0,
