@@ -68,6 +68,7 @@ def compare(
     seed: int,
     checkpoint: str = "best",
     epsilon: float = 0.0,
+    unstick: int = 0,
 ) -> EvalReport:
     """The three policies on the same ``count`` held-out instances."""
     instances = generated_instances(agents, size, count, density=(0.1, 0.3), seed=seed)
@@ -76,7 +77,7 @@ def compare(
         load_policy(run_dir, comm=False, checkpoint=checkpoint),
         ShortestPathPolicy(),
     ]
-    return evaluate(policies, instances, max_steps=256, epsilon=epsilon)
+    return evaluate(policies, instances, max_steps=256, epsilon=epsilon, unstick=unstick)
 
 
 def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
@@ -135,6 +136,13 @@ def main() -> None:
         default=0.0,
         help="random moves per agent and step, every policy alike (default 0: greedy)",
     )
+    parser.add_argument(
+        "--unstick",
+        type=int,
+        default=0,
+        help="steps an agent off its goal stands still before it acts at random, every"
+        " policy alike (default 0: never)",
+    )
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
     run_dir = args.run_dir
@@ -142,9 +150,13 @@ def main() -> None:
         run_dir = train(args.minutes, args.set, Path(tempfile.mkdtemp(prefix="shoal-mapf-")))
     facts = run_facts(run_dir)
     print(f"run {run_dir}: {facts}")
-    print(f"weights: {args.checkpoint}; random moves per agent and step: {args.epsilon:g}")
+    print(
+        f"weights: {args.checkpoint}; random moves per agent and step: {args.epsilon:g};"
+        f" unstick after {args.unstick} still steps (0: never)"
+    )
+    noise = {"epsilon": args.epsilon, "unstick": args.unstick}
     results = [
-        show(a, s, compare(run_dir, a, s, args.instances, args.seed, args.checkpoint, args.epsilon))
+        show(a, s, compare(run_dir, a, s, args.instances, args.seed, args.checkpoint, **noise))
         for a, s in TARGETS
     ]
     if args.json:
@@ -153,7 +165,7 @@ def main() -> None:
                 {
                     "run": facts,
                     "checkpoint": args.checkpoint,
-                    "epsilon": args.epsilon,
+                    **noise,
                     "targets": results,
                 },
                 indent=2,

@@ -269,6 +269,14 @@ def _mapf_parser(sub: argparse._SubParsersAction) -> None:
         help="each agent's move is random with probability E, for every policy alike"
         " (breaks deterministic deadlocks; default 0: greedy)",
     )
+    ev.add_argument(
+        "--unstick",
+        type=int,
+        default=0,
+        metavar="N",
+        help="an agent off its goal that has stood still for N steps acts at random until"
+        " it moves, for every policy alike (default 0: never)",
+    )
 
 
 def _describe(obj: object) -> str:
@@ -438,6 +446,7 @@ def _mapf(args: argparse.Namespace) -> int:
         baselines=not args.no_baselines,
         checkpoint=args.checkpoint,
         epsilon=args.epsilon,
+        unstick=args.unstick,
     )
     return 0
 

@@ -326,12 +326,16 @@ class EvalReport:
     episodes: dict[str, tuple[EpisodeResult, ...]]
     epsilon: float = 0.0
     """Probability of a random move per agent and step, the same for every policy."""
+    unstick: int = 0
+    """Steps an agent off its goal stands still before it acts at random
+    (:class:`~shoal.mapf.policy.Unstick`; 0: never), the same for every policy."""
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict: settings, per-policy summaries, every episode."""
         return {
             "max_steps": self.max_steps,
             "epsilon": self.epsilon,
+            "unstick": self.unstick,
             "instances": list(self.sources),
             "all_solved": list(self.common),
             "policies": [dataclasses.asdict(s) for s in self.summaries],
@@ -372,19 +376,21 @@ def evaluate(
     *,
     max_steps: int = 256,
     epsilon: float = 0.0,
+    unstick: int = 0,
 ) -> EvalReport:
     """Every policy plays every instance once (:func:`play`), policy by policy, so each
     policy's wall time is its own; with ``epsilon`` > 0 every policy makes the same share
-    of random moves (:class:`~shoal.mapf.policy.RandomMoves`). Policy names must be
-    distinct: they key the report."""
+    of random moves (:class:`~shoal.mapf.policy.RandomMoves`), with ``unstick`` > 0 every
+    policy's agents act at random once they have stood still off their goals for that many
+    steps (:class:`~shoal.mapf.policy.Unstick`). Policy names must be distinct: they key
+    the report."""
     names = [p.name for p in policies]
     if not names or len(set(names)) != len(names):
         raise ConfigError(f"mapf eval: policy names {names} are not one or more distinct names")
     if not instances:
         raise ConfigError("mapf eval: no instances to play")
-    _check_epsilon(epsilon)
-    if epsilon > 0:
-        policies = [mapf_policy.RandomMoves(p, epsilon) for p in policies]
+    _check_noise(epsilon, unstick)
+    policies = [mapf_policy.perturbed(p, epsilon=epsilon, unstick=unstick) for p in policies]
     episodes: dict[str, tuple[EpisodeResult, ...]] = {}
     seconds: dict[str, float] = {}
     for policy in policies:
@@ -399,12 +405,17 @@ def evaluate(
         summaries=tuple(_summary(n, episodes[n], common, seconds[n]) for n in names),
         episodes=episodes,
         epsilon=epsilon,
+        unstick=unstick,
     )
 
 
-def _check_epsilon(epsilon: float) -> None:
+def _check_noise(epsilon: float, unstick: int) -> None:
     if not 0.0 <= epsilon <= 1.0:
         raise ConfigError(f"mapf eval: --epsilon {epsilon} is not within [0, 1]")
+    if isinstance(unstick, bool) or not isinstance(unstick, int) or unstick < 0:
+        raise ConfigError(
+            f"mapf eval: --unstick {unstick!r} is not a whole number of steps >= 0 (0: off)"
+        )
 
 
 def _cell(value: float | None) -> str:
@@ -416,7 +427,8 @@ def report_table(report: EvalReport) -> Table:
     n, m = len(report.sources), len(report.common)
     table = Table(
         title=f"MAPF evaluation: {n} instances, at most {report.max_steps} steps"
-        + (f", random moves {report.epsilon:g}" if report.epsilon else ""),
+        + (f", random moves {report.epsilon:g}" if report.epsilon else "")
+        + (f", unstuck after {report.unstick} still steps" if report.unstick else ""),
         caption=(
             "own: mean over the instances the policy solved; all solved: mean over the"
             f" instances every policy solved ({m} of {n}; the fair comparison); stalled:"
@@ -586,6 +598,7 @@ def eval_command(
     baselines: bool = True,
     checkpoint: str = "best",
     epsilon: float = 0.0,
+    unstick: int = 0,
 ) -> EvalReport:
     """``shoal mapf eval``: build the instances (``map_path`` with ``scen_paths``, or
     ``generate`` ``count`` maps of ``size`` with ``density``, one value or a range, from
@@ -593,14 +606,15 @@ def eval_command(
     shortest-path baseline; only the run's without ``baselines``; the baseline alone for
     ``run_dir`` :data:`BASELINE_ONLY`; the run's ``checkpoint``: ``best`` or
     ``latest``), play them all (each agent moving at random with probability
-    ``epsilon``, every policy alike) on the same instances, print the
+    ``epsilon``, and at random once stuck off its goal for ``unstick`` steps, every policy
+    alike) on the same instances, print the
     table, write the JSON report to ``out`` and animate the first policy on the first
     instance to ``animation`` (``.gif`` or a ``.png`` strip). Every input is checked
     before anything is played or written; the errors are :class:`~shoal.errors.ShoalError`."""
     if animation is not None:
         check_animation_path(animation)
     _check_output(out)
-    _check_epsilon(epsilon)
+    _check_noise(epsilon, unstick)
     instances = _instances(
         agents=agents,
         map_path=map_path,
@@ -612,12 +626,12 @@ def eval_command(
         seed=seed,
     )
     policies = _policies(run_dir, baselines, checkpoint)
-    report = evaluate(policies, instances, max_steps=max_steps, epsilon=epsilon)
+    report = evaluate(policies, instances, max_steps=max_steps, epsilon=epsilon, unstick=unstick)
     print_report(report)
     if out is not None:
         print(f"report: {write_report(report, out)}")
     if animation is not None:
-        first = mapf_policy.RandomMoves(policies[0], epsilon) if epsilon else policies[0]
+        first = mapf_policy.perturbed(policies[0], epsilon=epsilon, unstick=unstick)
         episode = play(first, instances[0], max_steps=max_steps, frames=True)
         path = save_animation(episode.frames, animation)
         outcome = "solved" if episode.success else "not solved"

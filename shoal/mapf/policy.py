@@ -15,7 +15,7 @@ from shoal.envs.mapf import ACTIONS, MapfEnv
 from shoal.errors import ConfigError
 from shoal.mapf.network import CommQNetwork
 
-__all__ = ["MapfPolicy", "NetworkPolicy", "RandomMoves", "load_policy"]
+__all__ = ["MapfPolicy", "NetworkPolicy", "RandomMoves", "Unstick", "load_policy", "perturbed"]
 
 
 class MapfPolicy(Protocol):
@@ -107,6 +107,64 @@ class RandomMoves:
         flip = self._rng.random(len(actions)) < self.epsilon
         actions[flip] = self._rng.integers(len(ACTIONS), size=int(flip.sum()))
         return actions
+
+
+class Unstick:
+    """``policy``, except that an agent off its goal which has stayed in the same cell for
+    the last ``patience`` steps takes a uniformly random action, until it has moved. A
+    greedy team that stops stays stopped: with the same views and saturated memories, each
+    step repeats the last (``stalled`` failures). Unlike :class:`RandomMoves`, the noise
+    falls only on agents that stand still off their goals, so a policy that keeps moving
+    plays as it is. The rule reads only the agents' cells, so it applies to every policy
+    alike, the shortest-path baseline included. Each episode's draws come from
+    ``(seed, episode index)``. Name and env rules are the wrapped policy's.
+
+    Example:
+        >>> from shoal.mapf.baselines import ShortestPathPolicy
+        >>> Unstick(ShortestPathPolicy(), 3).patience
+        3
+    """
+
+    def __init__(self, policy: MapfPolicy, patience: int, *, seed: int = 0) -> None:
+        if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+            raise ConfigError(f"unstick: patience {patience!r} is not a whole number of steps >= 1")
+        self.policy, self.patience, self.seed = policy, patience, seed
+        self.name: str = policy.name
+        self.env_rules = dict(getattr(policy, "env_rules", {}))
+        self._episodes = 0
+        self._rng = np.random.default_rng(seed)
+        self._cells: np.ndarray | None = None
+        self._still = np.zeros(0, np.int64)
+
+    def reset(self, env: MapfEnv) -> None:
+        """Reset the wrapped policy; nobody has stood still yet; the episode's own draws."""
+        self.policy.reset(env)
+        self._rng = np.random.default_rng([self.seed, self._episodes, 1])
+        self._episodes += 1
+        self._cells = None
+        self._still = np.zeros(env.max_num_agents, np.int64)
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """The wrapped policy's actions; random ones for agents stuck off their goals."""
+        actions = np.array(self.policy.act(env), copy=True)
+        if self._cells is not None:  # steps since each agent last changed cell
+            same = (env.positions == self._cells).all(axis=1)
+            self._still = np.where(same, self._still + 1, 0)
+        self._cells = env.positions.copy()
+        stuck = (self._still >= self.patience) & ~env.on_goal()
+        actions[stuck] = self._rng.integers(len(ACTIONS), size=int(stuck.sum()))
+        return actions
+
+
+def perturbed(policy: MapfPolicy, *, epsilon: float = 0.0, unstick: int = 0) -> MapfPolicy:
+    """``policy`` with evaluation's noise: random moves with probability ``epsilon``
+    (:class:`RandomMoves`) and random actions for agents stuck off their goals for
+    ``unstick`` steps (:class:`Unstick`; 0: never); unchanged when both are off."""
+    if epsilon:
+        policy = RandomMoves(policy, epsilon)
+    if unstick:
+        policy = Unstick(policy, unstick)
+    return policy
 
 
 def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "best") -> MapfPolicy:

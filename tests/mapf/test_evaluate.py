@@ -22,7 +22,7 @@ from shoal.mapf.evaluate import (
     play,
     scenario_instances,
 )
-from shoal.mapf.policy import RandomMoves
+from shoal.mapf.policy import RandomMoves, Unstick
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,6 +116,49 @@ def test_random_moves_break_a_deadlock_the_same_way_for_every_run():
     report = evaluate([ShortestPathPolicy()], [inst], max_steps=100, epsilon=0.2)
     assert report.epsilon == 0.2 and report.summaries[0].solved == 1
     assert report.to_json()["epsilon"] == 0.2
+
+
+def test_unstick_frees_a_standstill_the_same_way_for_every_run():
+    inst = instance([".....", "##.##"], [(0, 0), (0, 4)], [(0, 4), (0, 0)])
+    freed = [play(Unstick(ShortestPathPolicy(), 3), inst, max_steps=100) for _ in range(2)]
+    assert freed[0].success and freed[0] == freed[1]
+    assert not freed[0].stalled
+    report = evaluate([ShortestPathPolicy()], [inst], max_steps=100, unstick=3)
+    assert report.unstick == 3 and report.summaries[0].solved == 1
+    assert report.to_json()["unstick"] == 3
+    with pytest.raises(ConfigError, match="patience 0"):
+        Unstick(ShortestPathPolicy(), 0)
+    with pytest.raises(ConfigError, match="--unstick -1"):
+        evaluate([ShortestPathPolicy()], [inst], unstick=-1)
+
+
+def test_unstick_leaves_movers_and_agents_on_goal_alone():
+    # agent 0 waits on its goal for ever; agent 1 walks two steps: nothing is randomised
+    inst = instance(["...."], [(0, 0), (0, 3)], [(0, 0), (0, 1)])
+    walk = Scripted([[STAY, LEFT], [STAY, LEFT]])
+    got = play(Unstick(walk, 1), inst, max_steps=20)
+    assert got.success and got.steps == 2 and got.collisions == 0
+
+
+def test_unstick_waits_exactly_patience_still_steps_and_restarts_after_a_move():
+    inst = instance([".....", ".....", "....."], [(1, 2)], [(0, 0)])
+    first_random = set()
+    for seed in range(20):
+        policy = Unstick(Scripted(name="still"), 3, seed=seed)
+        env = inst.env(max_steps=40)
+        env.reset(seed=0)
+        policy.reset(env)
+        still = 0  # steps since the agent last changed cell
+        for _ in range(12):
+            action = int(policy.act(env)[0])
+            if still < 3:
+                assert action == STAY  # the wrapped policy's own action
+            elif action != STAY:
+                first_random.add(still)
+            before = env.positions.copy()
+            env.step({env.possible_agents[0]: action})
+            still = still + 1 if (env.positions == before).all() else 0
+    assert 3 in first_random  # from the third still step on, some draws move
 
 
 def test_sum_of_costs_counts_the_last_arrival_of_each_agent():
@@ -297,6 +340,8 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     assert report["max_steps"] == 32 and report["epsilon"] == 0.0
     code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--epsilon", 0.1)
     assert code == 0 and "random moves 0.1" in out, err
+    code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--unstick", 2)
+    assert code == 0 and "unstuck after 2 still steps" in out, err
 
 
 def test_cli_with_a_run_plays_three_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
@@ -366,6 +411,7 @@ def test_cli_scenario_instances(tmp_path, capsys):
         ((*GENERATE, "--out", "{tmp}/no/dir/r.json"), "does not exist"),
         ((*GENERATE, "--no-baselines"), "nothing is left"),
         ((*GENERATE, "--epsilon", 1.5), "--epsilon 1.5"),
+        ((*GENERATE, "--unstick", -1), "--unstick -1"),
     ],
 )
 def test_cli_bad_input_is_one_line_exit_2(tmp_path, capsys, args, needle):
