@@ -605,12 +605,12 @@ def eval_command(
     ``seed``), load the policies (the run's, it with communication off, and the
     shortest-path baseline; only the run's without ``baselines``; the baseline alone for
     ``run_dir`` :data:`BASELINE_ONLY`; the run's ``checkpoint``: ``best`` or
-    ``latest``), play them all (each agent moving at random with probability
-    ``epsilon``, and at random once stuck off its goal for ``unstick`` steps, every policy
-    alike) on the same instances, print the
-    table, write the JSON report to ``out`` and animate the first policy on the first
-    instance to ``animation`` (``.gif`` or a ``.png`` strip). Every input is checked
-    before anything is played or written; the errors are :class:`~shoal.errors.ShoalError`."""
+    ``latest``), play them all on the same instances (each agent moving at random with
+    probability ``epsilon``, and at random once stuck off its goal for ``unstick`` steps,
+    every policy alike), print the table, write the JSON report to ``out`` and animate the
+    first policy on the first instance to ``animation`` (``.gif`` or a ``.png`` strip).
+    Every input is checked before anything is played or written; the errors are
+    :class:`~shoal.errors.ShoalError`."""
     if animation is not None:
         check_animation_path(animation)
     _check_output(out)
