@@ -72,7 +72,30 @@ class NetworkPolicy:
         return np.asarray(actions)[: env.max_num_agents]
 
 
-class RandomMoves:
+class _EpisodeNoise:
+    """A wrapper of ``policy`` that draws its noise per episode from ``(seed, episode
+    index)`` (and its ``stream``, where it is not 0), so policies wrapped alike meet the
+    same draws on the same instances. Name and env rules are the wrapped policy's."""
+
+    stream = 0
+    """Keeps the draws of different kinds of noise apart."""
+
+    def __init__(self, policy: MapfPolicy, *, seed: int = 0) -> None:
+        self.policy, self.seed = policy, seed
+        self.name: str = policy.name
+        self.env_rules = dict(getattr(policy, "env_rules", {}))
+        self._episodes = 0
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, env: MapfEnv) -> None:
+        """Reset the wrapped policy; the episode's own draws."""
+        self.policy.reset(env)
+        key = [self.seed, self._episodes] + ([self.stream] if self.stream else [])
+        self._rng = np.random.default_rng(key)
+        self._episodes += 1
+
+
+class RandomMoves(_EpisodeNoise):
     """``policy`` with each agent's action replaced, with probability ``epsilon``, by a
     uniformly random move. A greedy policy can lock into a deterministic deadlock (two
     agents yielding to each other for ever, the same memories each step); a few random
@@ -89,17 +112,8 @@ class RandomMoves:
     def __init__(self, policy: MapfPolicy, epsilon: float, *, seed: int = 0) -> None:
         if not 0.0 <= epsilon <= 1.0:
             raise ConfigError(f"random moves: epsilon {epsilon} is not within [0, 1]")
-        self.policy, self.epsilon, self.seed = policy, float(epsilon), seed
-        self.name: str = policy.name
-        self.env_rules = dict(getattr(policy, "env_rules", {}))
-        self._episodes = 0
-        self._rng = np.random.default_rng(seed)
-
-    def reset(self, env: MapfEnv) -> None:
-        """Reset the wrapped policy; the episode's own draws."""
-        self.policy.reset(env)
-        self._rng = np.random.default_rng([self.seed, self._episodes])
-        self._episodes += 1
+        super().__init__(policy, seed=seed)
+        self.epsilon = float(epsilon)
 
     def act(self, env: MapfEnv) -> np.ndarray:
         """The wrapped policy's actions, some replaced by random moves."""
@@ -109,7 +123,7 @@ class RandomMoves:
         return actions
 
 
-class Unstick:
+class Unstick(_EpisodeNoise):
     """``policy``, except that an agent off its goal which has stayed in the same cell for
     the last ``patience`` steps takes a uniformly random action, until it has moved. A
     greedy team that stops stays stopped: with the same views and saturated memories, each
@@ -125,22 +139,19 @@ class Unstick:
         3
     """
 
+    stream = 1
+
     def __init__(self, policy: MapfPolicy, patience: int, *, seed: int = 0) -> None:
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
             raise ConfigError(f"unstick: patience {patience!r} is not a whole number of steps >= 1")
-        self.policy, self.patience, self.seed = policy, patience, seed
-        self.name: str = policy.name
-        self.env_rules = dict(getattr(policy, "env_rules", {}))
-        self._episodes = 0
-        self._rng = np.random.default_rng(seed)
+        super().__init__(policy, seed=seed)
+        self.patience = patience
         self._cells: np.ndarray | None = None
         self._still = np.zeros(0, np.int64)
 
     def reset(self, env: MapfEnv) -> None:
-        """Reset the wrapped policy; nobody has stood still yet; the episode's own draws."""
-        self.policy.reset(env)
-        self._rng = np.random.default_rng([self.seed, self._episodes, 1])
-        self._episodes += 1
+        """Reset the wrapped policy and the draws; nobody has stood still yet."""
+        super().reset(env)
         self._cells = None
         self._still = np.zeros(env.max_num_agents, np.int64)
 
