@@ -130,8 +130,8 @@ class Unstick(_EpisodeNoise):
     step repeats the last (``stalled`` failures). Unlike :class:`RandomMoves`, the noise
     falls only on agents that stand still off their goals, so a policy that keeps moving
     plays as it is. The rule reads only the agents' cells, so it applies to every policy
-    alike, the shortest-path baseline included. Each episode's draws come from
-    ``(seed, episode index)``. Name and env rules are the wrapped policy's.
+    alike, the shortest-path baseline included. Its draws are per episode, apart from
+    :class:`RandomMoves`' (``stream`` 1). Name and env rules are the wrapped policy's.
 
     Example:
         >>> from shoal.mapf.baselines import ShortestPathPolicy
