@@ -113,9 +113,9 @@ class TimedSerial(SerialRunner):
 
     learn_seconds = 0.0
 
-    def on_train_point(self) -> None:
+    def on_train_point(self, updates: int) -> None:
         t0 = time.perf_counter()
-        super().on_train_point()
+        super().on_train_point(updates)
         self.learn_seconds += time.perf_counter() - t0
 
 

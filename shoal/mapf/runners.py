@@ -143,7 +143,6 @@ class MapfSerialRunner(_MapfParts, Runner):
         self.player = MapfPlayer(
             cfg, self.learner.online, seeds=(cfg.run.seed, TRAIN_STREAM), rng=self.rng
         )
-        self._owed = 0.0
 
     def collect(self, step: int) -> Collected:
         """One step of every world; completed sequences go to replay with their
@@ -163,15 +162,11 @@ class MapfSerialRunner(_MapfParts, Runner):
             self.replay.add_many(items, priorities=priorities if prioritized else None)
 
     def learn(self, step: int, new_steps: int) -> None:
-        """``gradient_steps`` updates per ``train_freq`` world steps once learning
-        starts and replay holds a batch."""
-        r = self.cfg.run
-        if step < r.learning_starts or len(self.replay) < self.cfg.dqn.batch_size:
-            return
-        self._owed += new_steps * r.gradient_steps / r.train_freq
-        steps, self._owed = int(self._owed), self._owed - int(self._owed)
-        if steps:
-            self.loss = self.learn_steps(steps)
+        """The updates the schedule owes for the world steps taken; those owed before
+        replay holds a batch are dropped (no burst of updates on the first few sequences)."""
+        owed = self.schedule.owe(step)
+        if owed and len(self.replay) >= self.cfg.dqn.batch_size:
+            self.loss = self.learn_steps(owed)
 
     def finish(self) -> None:
         """The worlds' open sequences go to replay (the next run starts new episodes)."""

@@ -37,6 +37,7 @@ from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_para
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
+from shoal.run.schedule import UpdateSchedule
 from shoal.run.seeding import derive_seed
 from shoal.runners.base import Runner
 from shoal.runners.collector import CollectorError, CollectorProcess
@@ -129,7 +130,8 @@ class AgentsRunner(Runner):
         )
         self.player = EpochPlayer(cfg, self.env, self.ma, self.actor)
         self.epochs = 0
-        self._turns_owed = 0
+        self.schedule = UpdateSchedule.from_config(cfg.run)
+        """The rounds owed for the turns played (the serial rule)."""
         self._last_tick = (time.perf_counter(), 0)
         mode = a.async_mode if a.async_learning else None
         self._thread = LearningThread(self) if mode == "thread" else None
@@ -241,15 +243,12 @@ class AgentsRunner(Runner):
 
     # --- learning ------------------------------------------------------------------------------
     def learn(self, step: int, new_steps: int) -> None:
-        """Every ``train_interval`` epochs, the rounds the serial schedule owes for the turns
-        played since the last phase (``gradient_steps`` per ``train_freq`` turns): taken
-        here, or handed to the learning thread."""
-        r = self.cfg.run
-        self._turns_owed += new_steps
-        if step < r.learning_starts or self.epochs % self.cfg.agents.train_interval:
+        """Every ``train_interval`` epochs, the rounds the update schedule owes for the turns
+        played (``gradient_steps`` per ``train_freq`` turns): taken here, or handed to the
+        learning thread. Rounds owed while an agent's buffer is still empty are dropped."""
+        if self.epochs % self.cfg.agents.train_interval:
             return
-        rounds = round(self._turns_owed * r.gradient_steps / r.train_freq)
-        self._turns_owed = 0
+        rounds = self.schedule.owe(step)
         if rounds == 0 or min(len(b) for b in self.replays) == 0:
             return
         if self._thread is not None:
@@ -336,7 +335,7 @@ class AgentsRunner(Runner):
             "replays": [b.state_dict() for b in self.replays],
             "rng": {"actions": [g.bit_generator.state for g in self.actor.rngs]},
             "epochs": self.epochs,
-            "turns_owed": self._turns_owed,
+            "schedule": self.schedule.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -350,4 +349,5 @@ class AgentsRunner(Runner):
             b.load_state_dict(s)
         for g, s in zip(self.actor.rngs, state["rng"]["actions"]):
             g.bit_generator.state = s
-        self.epochs, self._turns_owed = state["epochs"], state["turns_owed"]
+        self.epochs = state["epochs"]
+        self.schedule.load_state_dict(state["schedule"])

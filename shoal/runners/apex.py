@@ -173,7 +173,6 @@ class RayRunner(Runner):
         self.starts = 0
         self._replay_cpu: tuple[float, float] | None = None
         """The replay actor's CPU seconds and this process's clock at the last tick."""
-        self._owed = 0.0
         self._wait_s = self._learn_s = 0.0
 
     # --- start and stop -----------------------------------------------------------------------
@@ -307,15 +306,13 @@ class RayRunner(Runner):
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the serial schedule owes for ``new_steps`` env steps, each on a
         prefetched batch; new priorities go back, weights out every ``publish_every``."""
-        r, c = self.cfg.run, self.cfg.ray
-        if step < r.learning_starts:
-            return
-        self._owed += new_steps * r.gradient_steps / r.train_freq
-        if not self._replay_ready():
+        c = self.cfg.ray
+        # Asked only once replay holds a batch: the updates owed until then are taken as
+        # soon as it does.
+        if step < self.cfg.run.learning_starts or not self._replay_ready():
             return
         t0 = time.perf_counter()
-        while self._owed >= 1:
-            self._owed -= 1
+        for _ in range(self.schedule.owe(step)):
             batch = self._batch()
             info = self.learner.step(self.learner.make_batch(batch))
             self.samples.append(
@@ -372,9 +369,9 @@ class RayRunner(Runner):
 
     def state_dict(self) -> dict[str, Any]:
         """The learner, the replay actor's contents, the RNG states, the start count."""
-        return {**super().state_dict(), "starts": self.starts, "owed": self._owed}
+        return {**super().state_dict(), "starts": self.starts}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore the learner now, the replay into the replay actor when it starts."""
         super().load_state_dict(state)
-        self.starts, self._owed = state["starts"], state["owed"]
+        self.starts = state["starts"]

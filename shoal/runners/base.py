@@ -21,6 +21,7 @@ from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
 from shoal.run.evaluation import evaluate
 from shoal.run.loop import Collected
+from shoal.run.schedule import UpdateSchedule
 
 __all__ = ["Collected", "Runner"]
 
@@ -57,6 +58,8 @@ class Runner:
         self.replay: Any = build_replay(cfg, self.spec)
         self.epsilon = build_epsilon(cfg)
         """Exploration epsilon as a function of env steps."""
+        self.schedule = UpdateSchedule.from_config(cfg.run)
+        """The updates owed for the env steps taken (the serial rule)."""
         self.loss = float("nan")
         """The latest training loss (NaN before the first update)."""
         self._eval_envs: list[Any] | None = None
@@ -175,6 +178,7 @@ class Runner:
         return {
             "learner": self.learner.state_dict(),
             "replay": self.replay_state(),
+            "schedule": self.schedule.state_dict(),
             "rng": {
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
@@ -194,6 +198,7 @@ class Runner:
         """Restore what :meth:`state_dict` saved."""
         self.learner.load_state_dict(state["learner"])
         self.load_replay_state(state["replay"])
+        self.schedule.load_state_dict(state["schedule"])
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])

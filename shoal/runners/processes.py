@@ -60,7 +60,7 @@ class ProcessesConfig:
     """Whole episodes each worker contributes to one learner batch."""
     learning_steps_per_batch: int = param(0, ge=0)
     """Gradient steps per collected batch (0: as many as the serial runner would take for
-    the env steps collected, i.e. steps * gradient_steps / train_freq)."""
+    the env steps collected: the update schedule's)."""
     eps_spread: float = param(0.0, ge=0.0)
     """Ape-X style per-worker epsilon eps ** (1 + spread * i / (N - 1)); 0: all the same."""
     worker_timeout: float = param(60.0, gt=0.0)
@@ -297,15 +297,15 @@ class ProcessesRunner(Runner):
         return Collected(sum(length for _, length in got), got)
 
     def learn(self, step: int, new_steps: int) -> None:
-        """As many updates as the serial schedule takes for ``new_steps`` env steps (or
+        """The updates the schedule owes for the env steps collected (or
         ``learning_steps_per_batch``), then publish the weights with the new epsilon."""
-        r = self.cfg.run
         self._step = step
-        if step >= r.learning_starts:
-            steps = self.cfg.processes.learning_steps_per_batch or max(
-                1, round(new_steps * r.gradient_steps / r.train_freq)
-            )
-            self.loss = self.learn_steps(steps)
+        owed = self.schedule.owe(step)
+        fixed = self.cfg.processes.learning_steps_per_batch
+        if fixed and step >= self.cfg.run.learning_starts:
+            owed = fixed
+        if owed:
+            self.loss = self.learn_steps(owed)
         self.batches += 1
         self._publish()
 

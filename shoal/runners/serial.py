@@ -1,8 +1,8 @@
 """The serial runner: collect, store and learn in one loop. The oracle for every other runner.
 
 Each step: pick an epsilon-greedy action, step the env, push the transition through the
-n-step writer into replay, and every ``train_freq`` steps take ``gradient_steps``
-gradient steps.
+n-step writer into replay, and take the updates the update schedule owes
+(``gradient_steps`` every ``train_freq`` steps).
 
 Checkpoints fall on episode boundaries: an env's internals cannot be saved in general,
 but a fresh episode can be re-created exactly because every reset is seeded from
@@ -96,14 +96,15 @@ class SerialRunner(Runner):
         self.obs, self.state, self.ep_return, self.ep_len = None, None, 0.0, 0
 
     def learn(self, step: int, new_steps: int) -> None:
-        """``gradient_steps`` updates every ``train_freq`` env steps once learning starts."""
-        r = self.cfg.run
-        if step >= r.learning_starts and step % r.train_freq == 0:
-            self.on_train_point()
+        """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
+        once learning starts)."""
+        owed = self.schedule.owe(step)
+        if owed:
+            self.on_train_point(owed)
 
-    def on_train_point(self) -> None:
-        """Learning is due (serial: take the updates here and now)."""
-        self.loss = self.learn_steps(self.cfg.run.gradient_steps)
+    def on_train_point(self, updates: int) -> None:
+        """``updates`` are due (serial: take them here and now)."""
+        self.loss = self.learn_steps(updates)
 
     def at_boundary(self) -> bool:
         """Between episodes (the next reset is re-created exactly on resume)."""

@@ -106,18 +106,12 @@ class ThreadsRunner(SerialRunner):
         return super().collect(step)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore, then rebuild the schedule: the updates the serial schedule owes by the
-        checkpoint's step, including those scheduled but not yet taken when it was written
-        (up to max_lag), which the learners now take."""
+        """Restore; the updates the schedule handed out but the learners had not taken
+        when the checkpoint was written (up to max_lag) are taken now."""
         super().load_state_dict(state)
-        r, step = self.cfg.run, state["loop"]["step"]
-        points = 0
-        if step >= r.learning_starts:
-            first = max(r.learning_starts, 1)  # steps are counted from 1
-            points = step // r.train_freq - (first - 1) // r.train_freq
         done = self.learner.updates
         self._started = self._completed = done
-        self._scheduled = max(done, points * r.gradient_steps)
+        self._scheduled = max(done, self.schedule.granted)
 
     def start(self) -> None:
         """Publish the first weights and start the learner threads."""
@@ -140,11 +134,12 @@ class ThreadsRunner(SerialRunner):
         self.actor.update()
         return self.actor
 
-    def on_train_point(self) -> None:
-        """Schedule the updates; wait only if learners fall more than max_lag behind."""
+    def on_train_point(self, updates: int) -> None:
+        """Hand the updates to the learners; wait only if they fall more than max_lag
+        behind."""
         max_lag = self.cfg.threads.max_lag
         with self._sched:
-            self._scheduled += self.cfg.run.gradient_steps
+            self._scheduled += updates
             self._sched.notify_all()
             while self._scheduled - self._completed > max_lag and self._error is None:
                 self._sched.wait(0.1)

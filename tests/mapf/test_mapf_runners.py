@@ -60,6 +60,18 @@ def check_rows(run_dir) -> None:
     assert all(0.0 <= float(r["success_2x6"]) <= 1.0 for r in evals)
 
 
+def test_a_serial_mapf_run_resumed_mid_debt_owes_what_the_uninterrupted_run_owes(tmp_path, tiny):
+    # 410 world steps is 25 training points and 10 steps towards the next: a resume there
+    # must neither drop nor repeat that part (a float debt outside the checkpoint did).
+    over = ["run.runner=serial", *mapf_run(tiny, run__eval_every=10_000)]
+    whole = shoal.train("mapf", overrides=[*over, "run.total_steps=600"], run_dir=tmp_path / "a")
+    cut = shoal.train("mapf", overrides=[*over, "run.total_steps=410"], run_dir=tmp_path / "b")
+    assert cut.env_steps == 410 and 0 < cut.updates < whole.updates
+    resumed = shoal.train(resume=tmp_path / "b", overrides=["run.total_steps=600"])
+    assert resumed.env_steps == whole.env_steps == 600
+    assert resumed.updates == whole.updates
+
+
 def test_a_serial_mapf_run_trains_checkpoints_resumes_and_loads_as_a_policy(tmp_path, tiny):
     over = ["run.runner=serial", *mapf_run(tiny)]
     result = shoal.train("mapf", overrides=over, run_dir=tmp_path / "r")

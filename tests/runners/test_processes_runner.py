@@ -19,6 +19,7 @@ from shoal.config import load_config
 from shoal.run.directory import RunDir
 from shoal.run.loop import RunLoop
 from shoal.run.metrics import read_metrics
+from shoal.run.schedule import UpdateSchedule
 from shoal.runners.processes import ProcessesRunner
 from shoal.sync.weights import SharedWeightStore
 
@@ -52,6 +53,18 @@ def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
     # each env step became exactly one transition: no partial or repeated episodes
     assert len(runner.replay) == result.env_steps
     assert mp.active_children() == []
+
+
+@pytest.mark.parametrize("per_batch", [1, 8])
+def test_updates_equal_the_serial_schedule_over_a_whole_run(tmp_path, tiny, per_batch):
+    # Small batches (one short episode a worker) once trained more than owed: at least one
+    # update per batch, rounded per batch.
+    runner = make_runner(
+        tmp_path, tiny, run__train_freq=8, processes__episodes_per_batch=per_batch
+    )
+    result = run(runner, tmp_path)
+    due = UpdateSchedule.from_config(runner.cfg.run).due(result.env_steps)
+    assert result.updates == due > 0
 
 
 def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):

@@ -1,0 +1,75 @@
+"""The update schedule: how many gradient updates a run owes for the env steps it took.
+
+One rule for every runner, the serial runner's, which the others are tested against: once
+``run.learning_starts`` env steps are taken, ``run.gradient_steps`` updates at every env
+step that is a multiple of ``run.train_freq`` (steps are counted from 1). Runners collect
+in steps, episodes, epochs or actor calls; each asks :meth:`UpdateSchedule.owe` after a
+collection and gets what the rule owes and has not yet handed out. So the updates per env
+step (the replay ratio) do not depend on how collection was split, and since what was
+handed out is checkpointed, a resumed run owes exactly what the uninterrupted run owes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["UpdateSchedule"]
+
+
+@dataclass
+class UpdateSchedule:
+    """The serial rule, counted: what is due by an env step, and what was handed out.
+
+    Example:
+        >>> s = UpdateSchedule(learning_starts=10, train_freq=4, gradient_steps=2)
+        >>> s.owe(9), s.owe(12), s.owe(12), s.owe(20)
+        (0, 2, 0, 4)
+        >>> s.due(20) == s.granted
+        True
+    """
+
+    learning_starts: int
+    """Env steps before the first update."""
+    train_freq: int
+    """Env steps between training points."""
+    gradient_steps: int
+    """Updates at each training point."""
+    granted: int = 0
+    """Updates handed out so far (:meth:`owe`'s answers added up)."""
+
+    def __post_init__(self) -> None:
+        if self.learning_starts < 0 or self.train_freq < 1 or self.gradient_steps < 1:
+            raise ValueError(f"not a schedule: {self!r}")
+
+    @classmethod
+    def from_config(cls, run: Any) -> UpdateSchedule:
+        """The schedule of a config's ``run`` section."""
+        return cls(run.learning_starts, run.train_freq, run.gradient_steps)
+
+    def due(self, step: int) -> int:
+        """Updates the rule owes in all once ``step`` env steps are taken."""
+        if step < max(self.learning_starts, 1):
+            return 0
+        first = max(self.learning_starts, 1)  # the first step that may be a training point
+        points = step // self.train_freq - (first - 1) // self.train_freq
+        return points * self.gradient_steps
+
+    def owe(self, step: int) -> int:
+        """Updates owed now that ``step`` env steps are taken: the rule's updates up to
+        ``step`` not handed out before (0 while learning has not started).
+
+        The step alone says what is owed, so a runner that asks only now and then (every
+        few epochs, when its replay is ready) gets the updates of every step since, and
+        a run cut between a collection and its learning loses none."""
+        owed = max(0, self.due(step) - self.granted)
+        self.granted += owed
+        return owed
+
+    def state_dict(self) -> dict[str, int]:
+        """What a checkpoint keeps: the updates handed out."""
+        return {"granted": self.granted}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.granted = int(state["granted"])
