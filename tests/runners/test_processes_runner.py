@@ -59,9 +59,7 @@ def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
 def test_updates_equal_the_serial_schedule_over_a_whole_run(tmp_path, tiny, per_batch):
     # Small batches (one short episode a worker) once trained more than owed: at least one
     # update per batch, rounded per batch.
-    runner = make_runner(
-        tmp_path, tiny, run__train_freq=8, processes__episodes_per_batch=per_batch
-    )
+    runner = make_runner(tmp_path, tiny, run__train_freq=8, processes__episodes_per_batch=per_batch)
     result = run(runner, tmp_path)
     due = UpdateSchedule.from_config(runner.cfg.run).due(result.env_steps)
     assert result.updates == due > 0
