@@ -32,7 +32,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 
 import gymnasium as gym
 import numpy as np
@@ -46,6 +45,7 @@ from shoal.agent.learner import DQN, LossInfo
 from shoal.agent.losses import Batch
 from shoal.config import load_config
 from shoal.envs import probe_env
+from shoal.sync.workers import SPAWN
 
 sys.path.insert(0, os.path.dirname(__file__))
 from learner_threads import end_to_end, filled_replay  # noqa: E402
@@ -224,7 +224,7 @@ def main() -> None:
 
     print("\n4. torch.mm (256x128 @ 128x128) calls/s: one process, then two side by side")
     alone = _mm_rate()
-    with ProcessPoolExecutor(2, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(2, mp_context=SPAWN) as pool:
         pool.submit(_mm_rate, 0.1).result()  # start-up outside the measurement
         pair = [f.result() for f in [pool.submit(_mm_rate) for _ in range(2)]]
     print(

@@ -66,7 +66,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import platform
 import shutil
@@ -88,6 +87,7 @@ from shoal.replay import ReplayBuffer, StackedReplay
 from shoal.run.directory import RunDir
 from shoal.run.loop import Collected, RunLoop
 from shoal.runners.agents import AgentsRunner
+from shoal.sync.workers import SPAWN
 
 N_ACTIONS = 5
 FIELDS = [f.name for f in fields(Batch)]
@@ -333,9 +333,8 @@ def _noop(_: int) -> int:
 
 
 def make_pool(processes: int, threads: int):
-    ctx = mp.get_context("spawn")
     t0 = time.perf_counter()
-    pool = ctx.Pool(processes, initializer=torch.set_num_threads, initargs=(threads,))
+    pool = SPAWN.Pool(processes, initializer=torch.set_num_threads, initargs=(threads,))
     pool.map(_noop, range(processes))  # workers up, torch and shoal imported
     return pool, time.perf_counter() - t0
 

@@ -22,7 +22,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
 import platform
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.qlearning import constant
+from shoal.sync.workers import SPAWN
 from shoal.tabular import LOCK_MODES, SharedQTable, pair_keys
 from shoal.tabular.stress import hammer, run_workers
 
@@ -62,7 +62,7 @@ def rate(per_proc: int, n_procs: int, seconds: list[float]) -> float:
 
 
 def bench_manager(n_procs: int, per_proc: int) -> float:
-    with mp.get_context("spawn").Manager() as manager:
+    with SPAWN.Manager() as manager:
         q, n, lock = manager.dict(), manager.dict(), manager.Lock()
         keys = workload(n_procs, per_proc, 0)
         secs = run_workers(manager_worker, [(q, n, lock, k) for k in keys], timeout=600)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import multiprocessing as mp
 import os
 import platform
 import time
@@ -40,6 +39,7 @@ from shoal.config import load_config
 from shoal.envs import make_env, probe_env
 from shoal.runners.processes import ProcessesRunner
 from shoal.sync.weights import SharedWeightStore
+from shoal.sync.workers import SPAWN
 
 COST = ["env.step_cost_us=200", "env.step_cost_kind=spin", "env.max_episode_steps=200"]
 
@@ -111,9 +111,8 @@ def broadcast(n_params: int, reps: int) -> dict[str, float]:
         store.pull(-1)
     pull = (time.perf_counter() - t0) / reps
     store.close()
-    ctx = mp.get_context("spawn")
-    q, done = ctx.Queue(), ctx.Queue()
-    child = ctx.Process(target=_queue_child, args=(q, done), daemon=True)
+    q, done = SPAWN.Queue(), SPAWN.Queue()
+    child = SPAWN.Process(target=_queue_child, args=(q, done), daemon=True)
     child.start()
     q.put({"warm": torch.zeros(1)})
     done.get()

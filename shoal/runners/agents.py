@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -48,12 +49,19 @@ from shoal.runners.epochs import (
     actor_rngs,
     epoch_seed,
 )
-from shoal.runners.learning_thread import LearningThread, LearningThreadError
+from shoal.sync.locked_replay import LockedReplay
+from shoal.sync.rounds import RoundThreads, RoundThreadsError
+from shoal.sync.weights import LocalWeightStore
+from shoal.sync.workers import RestartBudget
 
 __all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
 
 MAX_COLLECTOR_FAILURES = 3
 """Collector processes lost in a row (died or silent) before the run fails."""
+
+
+class LearningThreadError(RoundThreadsError):
+    """The background learning thread failed or hung; the cause is the ``__cause__``."""
 
 
 @dataclass
@@ -134,9 +142,42 @@ class AgentsRunner(Runner):
         """The rounds owed for the turns played (the serial rule)."""
         self._last_tick = (time.perf_counter(), 0)
         mode = a.async_mode if a.async_learning else None
-        self._thread = LearningThread(self) if mode == "thread" else None
+        self._thread: RoundThreads | None = None
+        if mode == "thread":
+            self._use_learning_thread()
         self._collector = CollectorProcess(cfg) if mode == "process" else None
         self.collector_restarts = 0
+
+    def _use_learning_thread(self) -> None:
+        """Train in a thread of its own, one round per scheduled round. Acting reads the
+        weights published after each phase (the rounds scheduled at once), a versioned
+        snapshot, never weights mid-step. One lock guards all K buffers: their items share
+        one block, which a stacked draw reads at once; adds and draws are short, and
+        training runs outside it."""
+        self.replay_lock = threading.Lock()
+        self.replays = [LockedReplay(b, self.replay_lock) for b in self.group.buffers]
+        self.store = LocalWeightStore()
+        self.store.publish(self.weights())
+        self._phase_group: StackedReplay | None = None
+        self._thread = RoundThreads(
+            self._async_round,
+            name="shoal-agents-learner",
+            what="the learning thread",
+            error=LearningThreadError,
+            timeout=self.cfg.agents.step_timeout,
+            timeout_key="agents.step_timeout",
+        )
+
+    def _async_round(self, phase_start: bool, phase_end: bool) -> None:
+        """One round in the learning thread; with ``copy_on_train`` a phase trains on a copy
+        of the buffers taken when it starts (collection never waits for the lock)."""
+        if phase_start and self.cfg.agents.copy_on_train:
+            with self.replay_lock:
+                self._phase_group = self.group.copy()
+        self.loss = self.train_round(self._phase_group or self.group)
+        if phase_end:
+            self.store.publish(self.weights())
+            self._phase_group = None
 
     def _agent(self, i: int) -> DQN:
         torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
@@ -215,16 +256,16 @@ class AgentsRunner(Runner):
         A collector that died or went silent is replaced and the epoch replayed from its
         start (nothing of it reached a buffer), up to ``MAX_COLLECTOR_FAILURES`` times in
         a row."""
-        collector = self._collector
+        collector, budget = self._collector, RestartBudget(MAX_COLLECTOR_FAILURES)
         assert collector is not None
-        for failures in range(MAX_COLLECTOR_FAILURES):
+        while True:
             if not collector.pending:  # the first epoch of a start, a resume or a restart
                 self._ask_for_epoch(step, rngs=True)
             try:
                 result, rng_states = collector.result(self.cfg.agents.step_timeout)
                 break
             except CollectorError as e:
-                if not e.lost or failures + 1 == MAX_COLLECTOR_FAILURES:
+                if not e.lost or not budget.fail():
                     raise
                 print(f"shoal: restarting the collector process: {e}", file=sys.stderr)
                 collector.stop()
@@ -237,7 +278,9 @@ class AgentsRunner(Runner):
     def _sync_actor(self) -> None:
         """Act with the latest weights: the published snapshot (async) or the live ones."""
         if self._thread is not None:
-            self._thread.refresh(self.actor)
+            got = self.store.pull(self.actor.version)
+            if got is not None:
+                self.actor.params, self.actor.version = got.state, got.version
         else:
             self.actor.params = self.weights()
 
@@ -268,7 +311,7 @@ class AgentsRunner(Runner):
     def finish(self) -> None:
         """Wait until the learning thread has taken every scheduled round."""
         if self._thread is not None:
-            self._thread.wait_idle()
+            self._thread.wait(behind=0)
 
     def stop(self) -> None:
         """Stop the learning thread or the collector process; safe to call twice."""

@@ -16,11 +16,8 @@ costs at most the epoch it was playing.
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 import traceback
-from multiprocessing import get_context
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -30,6 +27,7 @@ from shoal.config import Config
 from shoal.envs.parallel import make_parallel_env
 from shoal.errors import ShoalError
 from shoal.runners.epochs import EpochResult, build_player
+from shoal.sync.workers import WorkerProcess, child_prologue
 
 __all__ = ["CollectorError", "CollectorProcess", "collector_main"]
 
@@ -47,17 +45,14 @@ class CollectorError(ShoalError):
 def collector_main(cfg: Config, conn: Connection) -> None:
     """The collector process: build the world and an inference-only actor, then play the
     epochs the caller asks for until told to stop or the caller is gone."""
-    # Ctrl-C in a terminal reaches the whole process group: the caller stops us.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
+    parent_alive = child_prologue(torch_threads=1)
     try:
         a = cfg.agents
         env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
         player = build_player(cfg, env)
         actor = player.actor
         conn.send(("ready",))
-        caller = os.getppid()
-        while os.getppid() == caller:  # a caller killed with SIGKILL cannot stop us
+        while parent_alive():  # a caller killed with SIGKILL cannot stop us
             if not conn.poll(1.0):
                 continue
             message = conn.recv()
@@ -89,9 +84,7 @@ class CollectorProcess:
 
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        self._ctx = get_context("spawn")
-        self._conn: Connection | None = None
-        self._proc: Any = None
+        self.worker: WorkerProcess | None = None
         self._sent_version: int | None = None
         self.pending = False
         """An epoch was asked for and its result not yet taken."""
@@ -99,31 +92,28 @@ class CollectorProcess:
     def start(self) -> None:
         """Spawn the process and wait until its world and actor are built (a world it
         cannot build fails here, with the process's traceback)."""
-        conn, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(
-            target=collector_main, args=(self.cfg, child), name="shoal-collector", daemon=True
+        self.worker = WorkerProcess(
+            collector_main, (self.cfg,), name="shoal-collector", duplex=True
         )
-        self._proc.start()
-        child.close()  # the child holds its end: EOF then means the child is gone
-        self._conn, self._sent_version = conn, None
+        self._sent_version = None
         self._receive(self.cfg.agents.step_timeout, "started")
 
     def _receive(self, timeout: float, what: str) -> Any:
         """The next message; raises :class:`CollectorError` if the process failed, died
         or sent nothing for ``timeout`` seconds."""
-        assert self._conn is not None
-        deadline = time.monotonic() + timeout
-        while not self._conn.poll(0.1):
-            if not self._proc.is_alive() and not self._conn.poll(0):
-                raise CollectorError(f"the collector process died ({self._why()})")
+        assert self.worker is not None
+        conn, deadline = self.worker.conn, time.monotonic() + timeout
+        while not conn.poll(0.1):
+            if not self.worker.alive() and not conn.poll(0):
+                raise CollectorError(f"the collector process died ({self.worker.why()})")
             if time.monotonic() > deadline:
                 raise CollectorError(
                     f"the collector process has not {what} for {timeout} s (agents.step_timeout)"
                 )
         try:
-            message = self._conn.recv()
+            message = conn.recv()
         except (EOFError, OSError) as e:
-            raise CollectorError(f"the collector process died ({self._why()})") from e
+            raise CollectorError(f"the collector process died ({self.worker.why()})") from e
         if message[0] == "error":
             raise CollectorError(
                 f"the collector process failed: {message[1]}\n{message[2]}", lost=False
@@ -140,15 +130,15 @@ class CollectorProcess:
     ) -> None:
         """Ask for one epoch acted with ``weights`` (sent only when ``version`` changed);
         ``rng_states`` replace the agents' exploration generators first."""
-        if self._conn is None:
+        if self.worker is None:
             raise CollectorError("the collector process is not running")
         send = None
         if version != self._sent_version:
             send = {n: w.detach().cpu().numpy() for n, w in weights.items()}
         try:
-            self._conn.send(("play", epsilon, seed, send, rng_states))
+            self.worker.conn.send(("play", epsilon, seed, send, rng_states))
         except (BrokenPipeError, OSError) as e:
-            raise CollectorError(f"the collector process is gone ({self._why()})") from e
+            raise CollectorError(f"the collector process is gone ({self.worker.why()})") from e
         self._sent_version, self.pending = version, True
 
     def result(self, timeout: float) -> tuple[EpochResult, list[dict[str, Any]]]:
@@ -160,23 +150,8 @@ class CollectorProcess:
         self.pending = False
         return message[1], message[2]
 
-    def _why(self) -> str:
-        code = self._proc.exitcode if self._proc is not None else None
-        return "still running" if code is None else f"exit code {code}"
-
     def stop(self) -> None:
         """Stop the process (asked first, killed if it does not go); safe to call twice."""
-        if self._proc is None:
-            return
-        try:
-            assert self._conn is not None
-            self._conn.send(("stop",))
-        except (BrokenPipeError, OSError):
-            pass
-        self._proc.join(2.0)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5.0)
-        if self._conn is not None:
-            self._conn.close()
-        self._proc, self._conn, self.pending = None, None, False
+        if self.worker is not None:
+            self.worker.stop(grace=2.0, ask=("stop",))
+        self.worker, self.pending = None, False

@@ -21,16 +21,13 @@ stops every worker (no orphans) and writes a final checkpoint.
 from __future__ import annotations
 
 import os
-import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
-import torch
 
 from shoal.agent.builder import build_actor, build_nstep
 from shoal.agent.schedules import actor_epsilon
@@ -41,6 +38,7 @@ from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.base import Runner
 from shoal.sync.weights import SharedWeightStore
+from shoal.sync.workers import RestartBudget, WorkerProcess, child_prologue, stop_processes
 
 __all__ = ["Episode", "ProcessesConfig", "ProcessesRunner", "default_workers"]
 
@@ -102,9 +100,9 @@ def rollout_worker(
     workers: int,
     cfg: Config,
     store: Any,
+    plugins: tuple[Any, ...],
+    generation: int,
     conn: Connection,
-    plugins: tuple[Any, ...] = (),
-    generation: int = 0,
 ) -> None:
     """A rollout worker process: pull weights (plug-ins prepare the env, e.g. load the
     self-play opponent), play an episode, send it, repeat.
@@ -112,9 +110,7 @@ def rollout_worker(
     ``cfg`` arrives as the object (sections of runners registered only in the learner's
     process included); ``generation`` counts the run's starts, so a resumed run's workers
     draw seeds the first start never used."""
-    # Ctrl-C in a terminal reaches the whole process group: the learner stops the workers.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    torch.set_num_threads(1)
+    parent_alive = child_prologue(torch_threads=1)
     spec = probe_env(cfg.env)
     env = make_env(cfg.env)
     seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
@@ -122,10 +118,9 @@ def rollout_worker(
     actor = build_actor(cfg, spec, rng, source=store)
     hybrid = spec.hybrid
     index = 0
-    learner = os.getppid()
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
-    while os.getppid() == learner:
+    while parent_alive():
         if actor.update():
             meta = actor.meta
             actor.epsilon = actor_epsilon(meta["epsilon"], worker, workers, meta["eps_spread"])
@@ -164,11 +159,10 @@ def rollout_worker(
 
 @dataclass
 class _Slot:
-    proc: Any
-    conn: Connection
+    worker: WorkerProcess
     incarnation: int
     last_heard: float
-    failures: int = 0
+    budget: RestartBudget
     """Restarts since this worker last delivered an episode."""
 
 
@@ -200,56 +194,33 @@ class ProcessesRunner(Runner):
             for _, section in cfg.sections()
             if getattr(section, "enabled", False) and hasattr(section, "build")
         ]
-        self._ctx = get_context("spawn")
         self._slots: list[_Slot] = []
 
     # --- workers -------------------------------------------------------------------------------
-    def _start(self, worker: int, incarnation: int) -> _Slot:
-        recv, send = self._ctx.Pipe(duplex=False)
-        proc = self._ctx.Process(
-            target=rollout_worker,
-            args=(
-                worker,
-                incarnation,
-                self.workers,
-                self.cfg,
-                self.store,
-                send,
-                tuple(plugin.worker_part() for plugin in self.plugins),
-                self.generation,
-            ),
-            name=f"shoal-rollout-{worker}",
-            daemon=True,
+    def _start(self, worker: int, incarnation: int, budget: RestartBudget) -> _Slot:
+        plugins = tuple(plugin.worker_part() for plugin in self.plugins)
+        args = (worker, incarnation, self.workers, self.cfg, self.store)
+        process = WorkerProcess(
+            rollout_worker, (*args, plugins, self.generation), name=f"shoal-rollout-{worker}"
         )
-        proc.start()
-        send.close()  # the child holds the write end; EOF then means the child is gone
-        return _Slot(proc, recv, incarnation, time.monotonic())
+        return _Slot(process, incarnation, time.monotonic(), budget)
 
     def _restart(self, worker: int, why: str) -> None:
         slot = self._slots[worker]
-        if slot.proc.is_alive():
-            slot.proc.kill()
-        slot.proc.join(5)
-        slot.conn.close()
-        if slot.failures + 1 >= MAX_FAILURES:
-            # A worker that dies again and again before finishing an episode (a broken env,
-            # a config it cannot load) would otherwise be restarted forever.
+        slot.worker.stop()
+        if not slot.budget.fail():
             raise ShoalError(
                 f"rollout worker {worker} failed {MAX_FAILURES} times in a row without "
                 f"finishing an episode; last: {why}"
             )
         self.restarts += 1
-        self._slots[worker] = self._start(worker, slot.incarnation + 1)
-        self._slots[worker].failures = slot.failures + 1
+        self._slots[worker] = self._start(worker, slot.incarnation + 1, slot.budget)
         print(f"shoal: restarted rollout worker {worker}: {why}", file=sys.stderr)
 
     def _stop_all(self) -> None:
+        stop_processes([slot.worker.proc for slot in self._slots])
         for slot in self._slots:
-            if slot.proc.is_alive():
-                slot.proc.kill()
-        for slot in self._slots:
-            slot.proc.join(5)
-            slot.conn.close()
+            slot.worker.conn.close()
         self._slots = []
 
     def _collect(self, per_worker: int) -> list[Episode]:
@@ -258,7 +229,7 @@ class ProcessesRunner(Runner):
         got: list[Episode] = []
         timeout = self.cfg.processes.worker_timeout
         while any(need.values()):
-            conns = {self._slots[w].conn: w for w in need if need[w] > 0}
+            conns = {self._slots[w].worker.conn: w for w in need if need[w] > 0}
             for conn in wait(list(conns), timeout=0.5):
                 w = conns[conn]
                 try:
@@ -267,14 +238,14 @@ class ProcessesRunner(Runner):
                     self._restart(w, f"pipe failed ({type(e).__name__})")
                     continue
                 self._slots[w].last_heard = time.monotonic()
-                self._slots[w].failures = 0
+                self._slots[w].budget.succeeded()
                 got.append(ep)
                 need[w] -= 1
             now = time.monotonic()
             for w in list(need):
                 slot = self._slots[w]
-                if need[w] > 0 and not slot.proc.is_alive():
-                    self._restart(w, f"exited with code {slot.proc.exitcode}")
+                if need[w] > 0 and not slot.worker.alive():
+                    self._restart(w, f"exited with code {slot.worker.proc.exitcode}")
                 elif need[w] > 0 and now - slot.last_heard > timeout:
                     self._restart(w, f"silent for {timeout} s")
         return got
@@ -285,7 +256,7 @@ class ProcessesRunner(Runner):
         self.generation += 1
         self._publish()
         for w in range(self.workers):  # one by one: a failed start still stops the others
-            self._slots.append(self._start(w, 0))
+            self._slots.append(self._start(w, 0, RestartBudget(MAX_FAILURES)))
 
     def collect(self, step: int) -> Collected:
         """``episodes_per_batch`` whole episodes from every worker, into replay."""

@@ -22,9 +22,7 @@ failure.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import queue as queue_mod
-import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +39,7 @@ from shoal.run.directory import RunDir
 from shoal.run.metrics import MetricsWriter
 from shoal.run.progress import TrainProgress
 from shoal.run.seeding import derive_seed
+from shoal.sync.workers import SPAWN, child_prologue, stop_processes
 from shoal.tabular import LOCK_MODES, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import ENCODERS, make_encoder
@@ -171,9 +170,9 @@ def _worker(
     """One worker process: play its chunk, report each puzzle, then 'done'. Once ``stop``
     (an Event) is set, it abandons the puzzle at hand, saves its private table if it has
     one, and reports 'done'."""
-    # Ctrl-C in a terminal reaches the whole process group: the parent stops the workers
-    # through ``stop``, so each still saves what it learned.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The parent stops the workers through ``stop`` (Ctrl-C is ignored here), so each
+    # still saves what it learned.
+    child_prologue(torch_threads=None)
     try:
         if handle is not None:
             table = SharedQTable.attach(handle)
@@ -222,11 +221,10 @@ def train_sudoku(
         [(int(i), texts[i]) for i in idx] for idx in np.array_split(np.arange(len(texts)), workers)
     ]
     table = None if cfg.independent else SharedQTable(cfg.capacity, lock=cfg.lock)
-    ctx = mp.get_context("spawn")
-    reports, stop = ctx.Queue(), ctx.Event()
+    reports, stop = SPAWN.Queue(), SPAWN.Event()
     handle = None if table is None else table.handle
     procs = [
-        ctx.Process(
+        SPAWN.Process(
             target=_worker,
             args=(w, chunks[w], cfg, handle, str(run.path), reports, stop),
             daemon=True,
@@ -242,7 +240,8 @@ def train_sudoku(
         with TrainProgress(len(puzzles), enabled=cfg.progress, description="sudoku") as bar:
             _gather(reports, workers, cfg, rows, metrics, bar, t0)
     finally:
-        killed = _stop_workers(procs, stop)
+        stop.set()  # each worker saves its private table and leaves no table lock held
+        killed = stop_processes(procs, _STOP_GRACE_S)
         # Whatever was learned and recorded so far is kept, also after Ctrl-C or a failure.
         metrics.close()
         size = 0
@@ -301,21 +300,6 @@ def _gather(
         )
         solved = sum(r.solved for r in rows.values())
         bar.update(len(rows), solved=f"{solved}/{len(rows)}")
-
-
-def _stop_workers(procs: list[Any], stop: Any) -> list[Any]:
-    """Stop the workers gracefully (each saves its private table, none is cut off while
-    holding a table lock); kill only those that do not finish in time. Returns those."""
-    stop.set()
-    procs = [p for p in procs if p.pid is not None]  # a failed start never ran
-    deadline = time.monotonic() + _STOP_GRACE_S
-    for p in procs:
-        p.join(timeout=max(deadline - time.monotonic(), 0.1))
-    killed = [p for p in procs if p.is_alive()]
-    for p in killed:
-        p.kill()
-        p.join()
-    return killed
 
 
 def _table_path(run_dir: str | Path, worker: int | None = None) -> Path:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,13 +42,14 @@ from shoal.config import Config, param
 from shoal.run.loop import Collected
 from shoal.runners.serial import SerialRunner
 from shoal.sync.locked_replay import LockedReplay
+from shoal.sync.rounds import RoundThreads, RoundThreadsError
 from shoal.sync.rwlock import RWLock
 from shoal.sync.weights import LocalWeightStore
 
 __all__ = ["LearnerThreadError", "ThreadsConfig", "ThreadsRunner"]
 
 
-class LearnerThreadError(RuntimeError):
+class LearnerThreadError(RoundThreadsError):
     """A learner thread failed; the original exception is the ``__cause__``."""
 
 
@@ -87,14 +87,17 @@ class ThreadsRunner(SerialRunner):
         self.store = LocalWeightStore()
         super().__init__(cfg)
         self.replay = LockedReplay(self.replay)
-        # Schedule: updates the serial runner would have done by now (scheduled), begun by
-        # a learner (started), finished (completed). Guarded by one condition variable.
-        self._sched = threading.Condition()
-        self._scheduled = self._started = self._completed = self.learner.updates
-        self._stop = threading.Event()
-        self._error: BaseException | None = None
+        self.rounds = RoundThreads(
+            self._learner_update,
+            threads=cfg.threads.learner_threads,
+            name="shoal-learner",
+            what="a learner thread",
+            error=LearnerThreadError,
+        )
+        """The learner threads: one round is one update."""
+        self.rounds.reset(self.learner.updates, self.learner.updates)
+        self._stats = threading.Lock()  # the latest loss and the staleness since a tick
         self._staleness: list[int] = []
-        self._threads: list[threading.Thread] = []
 
     def make_actor(self) -> Actor:
         """Acting reads a versioned copy of the weights, never weights mid-step."""
@@ -109,24 +112,12 @@ class ThreadsRunner(SerialRunner):
         """Restore; the updates the schedule handed out but the learners had not taken
         when the checkpoint was written (up to max_lag) are taken now."""
         super().load_state_dict(state)
-        done = self.learner.updates
-        self._started = self._completed = done
-        self._scheduled = max(done, self.schedule.granted)
+        self.rounds.reset(self.learner.updates, self.schedule.granted)
 
     def start(self) -> None:
         """Publish the first weights and start the learner threads."""
         self.store.publish(self.learner.weights(), version=self.learner.updates)
-        self._threads = [
-            threading.Thread(
-                target=self._learner_loop,
-                args=(torch.get_num_threads(),),
-                name=f"shoal-learner-{i}",
-                daemon=True,
-            )
-            for i in range(self.cfg.threads.learner_threads)
-        ]
-        for th in self._threads:
-            th.start()
+        self.rounds.start()
 
     # --- acting side (the caller's thread) -------------------------------------------------
     def eval_actor(self) -> Actor:
@@ -137,31 +128,19 @@ class ThreadsRunner(SerialRunner):
     def on_train_point(self, updates: int) -> None:
         """Hand the updates to the learners; wait only if they fall more than max_lag
         behind."""
-        max_lag = self.cfg.threads.max_lag
-        with self._sched:
-            self._scheduled += updates
-            self._sched.notify_all()
-            while self._scheduled - self._completed > max_lag and self._error is None:
-                self._sched.wait(0.1)
-        self._raise_if_failed()
+        self.rounds.schedule(updates)
+        self.rounds.wait(behind=self.cfg.threads.max_lag)
 
     def finish(self) -> None:
         """Complete every scheduled update, then flush a partial episode."""
-        with self._sched:
-            while self._completed < self._scheduled and self._error is None:
-                self._sched.wait(0.1)
-        self._raise_if_failed()
+        self.rounds.wait(behind=0)
         super().finish()
-
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            raise LearnerThreadError(f"a learner thread failed: {self._error!r}") from self._error
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples/s, read/write lock waits and gradient staleness since the last tick."""
         stats = self.lock.stats()
         self.lock.reset_stats()
-        with self._sched:
+        with self._stats:
             stale, self._staleness = self._staleness, []
         extra = {
             "samples_per_s": updates_per_s
@@ -189,31 +168,8 @@ class ThreadsRunner(SerialRunner):
         return self.lock.write()
 
     # --- learner threads ---------------------------------------------------------------------
-    def _learner_loop(self, torch_threads: int) -> None:
-        # torch's thread count is OpenMP's per-thread setting: a new thread starts with the
-        # default (all cores), and small ops then pay for thread wake-ups (2.4x slower
-        # measured on 2 cores). Apply the acting thread's setting here too.
-        torch.set_num_threads(torch_threads)
-        try:
-            while True:
-                with self._sched:
-                    while self._started >= self._scheduled and not self._stop.is_set():
-                        self._sched.wait(0.05)
-                    if self._stop.is_set():
-                        return
-                    self._started += 1
-                self._learner_update()
-                with self._sched:
-                    self._completed += 1
-                    self._sched.notify_all()
-        except BaseException as e:  # surfaced in the acting thread
-            with self._sched:
-                if self._error is None:
-                    self._error = e
-                self._stop.set()
-                self._sched.notify_all()
-
-    def _learner_update(self) -> None:
+    def _learner_update(self, phase_start: bool, phase_end: bool) -> None:
+        """One update: gradients under the read lock, the step under the write lock."""
         t = self.cfg.threads
         samples = [self.replay.sample(self.cfg.dqn.batch_size) for _ in range(t.grad_accum_steps)]
         infos = []
@@ -236,18 +192,10 @@ class ThreadsRunner(SerialRunner):
         if updates % t.sync_every == 0:
             with self.lock.read():
                 self.store.publish(self.learner.weights(), version=updates)
-        with self._sched:
+        with self._stats:
             self.loss = float(np.mean([i.loss for i in infos]))
             self._staleness.append(staleness)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop and join the learner threads; safe to call twice."""
-        with self._sched:
-            self._stop.set()
-            self._sched.notify_all()
-        deadline = time.monotonic() + timeout
-        for th in self._threads:
-            th.join(max(0.0, deadline - time.monotonic()))
-        alive = [th.name for th in self._threads if th.is_alive()]
-        if alive:
-            raise LearnerThreadError(f"learner threads did not stop within {timeout} s: {alive}")
+        self.rounds.stop(timeout)

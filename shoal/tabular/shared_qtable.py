@@ -42,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import multiprocessing as mp
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from shoal.agent.qlearning import AlphaSchedule
 from shoal.errors import ShoalError
 from shoal.run.files import atomic_write
 from shoal.sync.segments import Segment
+from shoal.sync.workers import SPAWN
 from shoal.tabular.keys import EMPTY
 
 __all__ = ["LOCK_MODES", "SharedQTable", "TableFileError", "TableFullError", "TableHandle"]
@@ -117,9 +117,8 @@ class SharedQTable:
         if _handle is None:
             _check_args(capacity, lock, stripes, max_load, lock_timeout)
             slots = _slots_for(capacity, max_load)
-            ctx = mp.get_context("spawn")
             n_locks = {"global": 1, "striped": 1 + stripes, "none": 0}[lock]
-            locks = tuple(ctx.Lock() for _ in range(n_locks))
+            locks = tuple(SPAWN.Lock() for _ in range(n_locks))
             seg = Segment.create("qt", 8 * (_HEADER + 3 * slots))
             _handle = TableHandle(seg.name, capacity, slots, lock, stripes, lock_timeout, locks)
         else:

@@ -6,7 +6,6 @@ way. Workers must live in an importable module for the ``spawn`` start method.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.qlearning import constant
+from shoal.sync.workers import SPAWN
 from shoal.tabular.shared_qtable import SharedQTable, TableHandle
 
 __all__ = ["hammer", "run_workers"]
@@ -54,11 +54,10 @@ def run_workers(
     """Run ``fn(*a, start_event)`` in one spawned process per ``a``, all released at once;
     return each worker's result. A worker that fails or overruns ``timeout`` raises
     RuntimeError (after every process is stopped: no orphans)."""
-    ctx = mp.get_context("spawn")
-    start = ctx.Event()
-    queue = ctx.Queue()
+    start = SPAWN.Event()
+    queue = SPAWN.Queue()
     procs = [
-        ctx.Process(target=_run_and_report, args=(queue, fn, (*a, start)), daemon=True)
+        SPAWN.Process(target=_run_and_report, args=(queue, fn, (*a, start)), daemon=True)
         for a in args
     ]
     try:

@@ -76,8 +76,8 @@ def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
             time.sleep(0.01)
         slots = list(runner._slots)
         if slots:
-            os.kill(slots[0].proc.pid, signal.SIGKILL)
-            killed.append(slots[0].proc.pid)
+            os.kill(slots[0].worker.proc.pid, signal.SIGKILL)
+            killed.append(slots[0].worker.proc.pid)
 
     t = threading.Thread(target=killer)
     t.start()

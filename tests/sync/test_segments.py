@@ -2,7 +2,6 @@
 crash via the resource tracker); attaching from any kind of process never unlinks."""
 
 import gc
-import multiprocessing as mp
 import subprocess
 import sys
 import time
@@ -11,6 +10,7 @@ import numpy as np
 import pytest
 
 from shoal.sync.segments import Segment, attach_segment, create_segment, release_segment
+from shoal.sync.workers import SPAWN
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_shm_leak")]
 
@@ -101,9 +101,8 @@ def _child_reads(seg, out):
 def test_spawned_child_attaching_while_unpickling_does_not_unlink(shm_names):
     seg = Segment.create("t", 8)
     seg.array((1,), np.int64)[0] = 42
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    p = ctx.Process(target=_child_reads, args=(_AttachOnUnpickle(seg.name), out))
+    out = SPAWN.Queue()
+    p = SPAWN.Process(target=_child_reads, args=(_AttachOnUnpickle(seg.name), out))
     p.start()
     assert out.get(timeout=60) == 42
     p.join(timeout=60)
@@ -116,6 +115,7 @@ def test_spawned_child_attaching_while_unpickling_does_not_unlink(shm_names):
 OWNER = """
 import os, signal, subprocess, sys, multiprocessing as mp
 from shoal.sync.segments import Segment
+from shoal.sync.workers import SPAWN
 
 class AttachOnUnpickle:
     def __init__(self, name):
@@ -128,7 +128,7 @@ def child(seg):
 
 if __name__ == '__main__':
     seg = Segment.create("t", 8)
-    p = mp.get_context('spawn').Process(target=child, args=(AttachOnUnpickle(seg.name),))
+    p = SPAWN.Process(target=child, args=(AttachOnUnpickle(seg.name),))
     p.start(); p.join()
     # an unrelated process attaching and exiting must not unlink it either
     code = "from shoal.sync.segments import Segment; Segment.attach(%r).close()" % seg.name

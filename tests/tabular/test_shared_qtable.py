@@ -196,14 +196,14 @@ def test_segment_released_when_owner_crashes(how, tmp_path, shm_names):
     code = (
         "import os, signal, sys, multiprocessing as mp\n"
         "from shoal.tabular import SharedQTable\n"
+        "from shoal.sync.workers import SPAWN\n"
         "def child(t):\n"
         "    t.get(1)\n"
         "if __name__ == '__main__':\n"
         "    t = SharedQTable(100)\n"
         + (
             # a spawned child attaching must not drop the owner's crash-cleanup registration
-            "    p = mp.get_context('spawn').Process(target=child, args=(t,))\n"
-            "    p.start(); p.join()\n"
+            "    p = SPAWN.Process(target=child, args=(t,))\n    p.start(); p.join()\n"
             if how == "sigkill-after-child-attached"
             else ""
         )
