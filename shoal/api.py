@@ -177,40 +177,14 @@ def evaluate_run(
     checkpoint: str = "best",
 ) -> np.ndarray:
     """Greedy returns of a run's ``best`` (default) or ``latest`` checkpoint over
-    ``episodes`` fresh episodes (a multi-agent run: the collective return of each)."""
-    from shoal.agent.builder import build_actor, build_learner
-    from shoal.envs import make_env, probe_env
-    from shoal.run.evaluation import evaluate
+    ``episodes`` fresh episodes (a multi-agent run: the collective return of each), as
+    the run's runner evaluates its checkpoints. The default ``seed`` (the run's + 1) gives
+    starts the training-time evaluations never saw."""
+    from shoal.runners import runner_for
 
     cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
-    from shoal.mapf.config import MAPF_ID
-
-    if cfg.env.id == MAPF_ID:
-        raise ConfigError(
-            f"run '{run_dir}' is a MAPF run: evaluate it against its baselines with "
-            f"`shoal mapf eval {run_dir} --generate --agents N --size S`"
-        )
-    if _multi_agent(cfg):
-        played = play_run(run_dir, episodes, seed, checkpoint)
-        return np.array([float(r.returns.sum()) for r in played])
-    spec = probe_env(cfg.env)
-    learner = build_learner(cfg, spec)
-    learner.online.load_state_dict(state["learner"]["online"])
-    actor = build_actor(
-        cfg,
-        spec,
-        np.random.default_rng(0),
-        params=learner.params,
-        network=learner.online,
-        device=learner.device,
-    )
-    envs = [make_env(cfg.env) for _ in range(min(episodes, 32))]
-    try:
-        # A seed other than the run's gives starts the training-time evaluations never saw.
-        return evaluate(actor.greedy, envs, episodes, cfg.run.seed + 1 if seed is None else seed)
-    finally:
-        for env in envs:
-            env.close()
+    seed = cfg.run.seed + 1 if seed is None else seed
+    return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
 
 
 def play_run(

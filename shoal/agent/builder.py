@@ -16,7 +16,6 @@ from shoal.agent.networks import Params, make_q_network
 from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
-from shoal.mapf.config import MAPF_ID
 from shoal.replay import NStepWriter, ReplayBuffer
 from shoal.run.seeding import derive_seed
 
@@ -28,6 +27,7 @@ __all__ = [
     "build_network",
     "build_nstep",
     "build_replay",
+    "transition_fields",
 ]
 
 REPLAY_STREAM = 2
@@ -35,13 +35,9 @@ REPLAY_STREAM = 2
 
 
 def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
-    """The learner (double DQN, hybrid DQN for (discrete, continuous) actions, or the
-    sequence learner of a MAPF run), its weights initialised from the run seed."""
+    """The learner (double DQN, or hybrid DQN for (discrete, continuous) actions), its
+    weights initialised from the run seed."""
     torch.manual_seed(cfg.run.seed)
-    if cfg.env.id == MAPF_ID:
-        from shoal.mapf.player import build_learner as build_mapf_learner
-
-        return build_mapf_learner(cfg)
     if spec.hybrid:
         return HybridDQN(
             spec.obs_dim,
@@ -99,13 +95,15 @@ def build_actor(
     )
 
 
-def build_replay(cfg: Config, spec: EnvSpec) -> ReplayBuffer:
-    """The replay buffer (uniform or prioritized) for flat float observations; hybrid
-    actions are stored as ``action`` (discrete) and ``action_cont``; a MAPF run's holds
-    sequences of packed joint observations."""
-    r = cfg.replay
+Fields = dict[str, tuple[tuple[int, ...], Any]]
+"""Replay item fields: name -> (shape, dtype) of one item."""
+
+
+def transition_fields(spec: EnvSpec) -> Fields:
+    """One n-step transition of ``spec``'s env: flat float observations; a hybrid action
+    is stored as ``action`` (discrete) and ``action_cont``."""
     obs = ((spec.obs_dim,), np.float32)
-    fields: dict[str, tuple[tuple[int, ...], Any]] = {
+    return {
         "obs": obs,
         "action": ((), np.int64),
         **({"action_cont": ((spec.action_dim,), np.float32)} if spec.hybrid else {}),
@@ -113,13 +111,15 @@ def build_replay(cfg: Config, spec: EnvSpec) -> ReplayBuffer:
         "next_obs": obs,
         "discount": ((), np.float32),
     }
-    if cfg.env.id == MAPF_ID:
-        from shoal.mapf.player import sequence_specs
 
-        fields = sequence_specs(cfg.extra["mapf"])
+
+def build_replay(cfg: Config, spec: EnvSpec, fields: Fields | None = None) -> ReplayBuffer:
+    """The replay buffer (uniform or prioritized, as ``cfg.replay`` says) of ``fields``
+    (default: :func:`transition_fields` of ``spec``)."""
+    r = cfg.replay
     return ReplayBuffer.from_specs(
         r.capacity,
-        fields,
+        transition_fields(spec) if fields is None else fields,
         prioritized=r.prioritized,
         alpha=r.alpha,
         beta=r.beta,

@@ -1,7 +1,7 @@
 """The serial and ray runners of a MAPF run (``env.id = "shoal/Mapf-v0"``).
 
-They are the generic runners with MAPF's parts: the sequence learner and sequence replay
-come from the same builders (:mod:`shoal.agent.builder` picks them for a MAPF run), the
+They are the generic runners with MAPF's parts: the sequence learner and the sequence
+replay items come from the DQN runners' hooks, which both override the same way, the
 experience from :class:`~shoal.mapf.player.MapfPlayer` (in the caller's process for the
 serial runner, in each Ray actor for the ray runner), and the curriculum lives with the
 learner: every finished episode counts towards its stage, and players draw new episodes
@@ -15,11 +15,15 @@ play ``run.eval_episodes`` held-out generated instances per ``mapf.eval_agents``
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from shoal.agent.actor import Actor
+from shoal.agent.builder import Fields
+from shoal.agent.learner import Learner
 from shoal.config import Config
 from shoal.envs.gym_env import EnvSpec
 from shoal.envs.mapf import ACTIONS, MapfEnv
@@ -30,8 +34,10 @@ from shoal.mapf.network import JointLayout
 from shoal.mapf.player import (
     Episode,
     MapfPlayer,
+    build_learner,
     build_network,
     play_greedy,
+    sequence_specs,
     world_epsilons,
 )
 from shoal.run.evaluation import EVAL_STREAM
@@ -39,7 +45,7 @@ from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.apex import RayRunner, _ray
 from shoal.runners.apex_actor import RolloutActor
-from shoal.runners.base import Runner
+from shoal.runners.dqn import DQNRunner
 
 __all__ = ["MapfRayRunner", "MapfRolloutActor", "MapfSerialRunner"]
 
@@ -49,27 +55,45 @@ ACTION_STREAM = 3
 """Seed stream of its exploration and stage draws."""
 
 
-def _probe(cfg: Config) -> EnvSpec:
-    """A MAPF run's spec: the packed joint observation's bytes and the five moves."""
-    if cfg.env.id != MAPF_ID:
-        raise ConfigError(f"config key 'env.id': a mapf runner needs {MAPF_ID!r}")
-    m = cfg.extra["mapf"]
-    return EnvSpec(obs_dim=JointLayout(m.max_agents, m.fov).size, n_actions=len(ACTIONS))
+class _MapfParts(DQNRunner):
+    """What both MAPF runners add to their generic runner: MAPF's learner and replay
+    items (through the DQN runners' hooks), the curriculum, episode rows, evaluation on
+    held-out instances, and their state."""
 
+    @classmethod
+    def probe(cls, cfg: Config) -> EnvSpec:
+        """The packed joint observation's bytes and the five moves."""
+        if cfg.env.id != MAPF_ID:
+            raise ConfigError(f"config key 'env.id': a mapf runner needs {MAPF_ID!r}")
+        m = cfg.extra["mapf"]
+        return EnvSpec(obs_dim=JointLayout(m.max_agents, m.fov).size, n_actions=len(ACTIONS))
 
-class _MapfParts:
-    """What both MAPF runners add to their generic runner: the curriculum, episode rows,
-    evaluation on held-out instances, and their state."""
+    @classmethod
+    def make_learner(cls, cfg: Config, spec: EnvSpec) -> Learner:
+        """The sequence learner on the ``[mapf]`` network, from the run seed."""
+        torch.manual_seed(cfg.run.seed)
+        return build_learner(cfg)
 
-    cfg: Config
-    learner: Any
-    curriculum: Curriculum
-    _eval_worlds: list[tuple[tuple[int, int], list[MapfEnv]]] | None = None
-    _last_eval: dict[str, float]
+    @classmethod
+    def replay_fields(cls, cfg: Config, spec: EnvSpec) -> Fields:
+        """Sequences of packed joint observations, with stored recurrent states."""
+        return dict(sequence_specs(cfg.extra["mapf"]))
 
-    def _start_parts(self) -> None:
-        self.curriculum = Curriculum(self.cfg.extra["mapf"])
-        self._last_eval = {}
+    @classmethod
+    def evaluate_checkpoint(
+        cls, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> np.ndarray:
+        """MAPF runs are evaluated against their baselines, not by returns."""
+        raise ConfigError(
+            f"run '{run_dir}' is a MAPF run: evaluate it against its baselines with "
+            f"`shoal mapf eval {run_dir} --generate --agents N --size S`"
+        )
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.curriculum = Curriculum(cfg.extra["mapf"])
+        self._eval_worlds: list[tuple[tuple[int, int], list[MapfEnv]]] | None = None
+        self._last_eval: dict[str, float] = {}
 
     def episodes_collected(self, episodes: list[Episode], steps: int) -> Collected:
         """Count episodes towards their stages; the loop's rows for them."""
@@ -124,21 +148,16 @@ class _MapfParts:
         }
 
     def close(self) -> None:
-        """Nothing outlives a run but the evaluation worlds (plain numpy)."""
+        """Release the evaluation worlds (plain numpy) and what the runner holds."""
         self._eval_worlds = None
+        super().close()
 
 
-class MapfSerialRunner(_MapfParts, Runner):
+class MapfSerialRunner(_MapfParts):
     """MAPF in one process: play a batch of worlds, store sequences, learn (the oracle)."""
-
-    @classmethod
-    def probe(cls, cfg: Config) -> EnvSpec:
-        """The packed joint observation's size and the five moves."""
-        return _probe(cfg)
 
     def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the parts
         super().__init__(cfg)
-        self._start_parts()
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
         self.player = MapfPlayer(
             cfg, self.learner.online, seeds=(cfg.run.seed, TRAIN_STREAM), rng=self.rng
@@ -246,16 +265,7 @@ class MapfRayRunner(_MapfParts, RayRunner):
     def check(cls, cfg: Config) -> None:
         """Ray importable, a MAPF config."""
         _ray()
-        _probe(cfg)
-
-    @classmethod
-    def probe(cls, cfg: Config) -> EnvSpec:
-        """The packed joint observation's size and the five moves."""
-        return _probe(cfg)
-
-    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the parts
-        super().__init__(cfg)
-        self._start_parts()
+        cls.probe(cfg)
 
     def rollout_args(self) -> tuple[Any, ...]:
         """The stages open now and their shares (the actors draw their next episodes
@@ -282,8 +292,3 @@ class MapfRayRunner(_MapfParts, RayRunner):
         """Restore what :meth:`state_dict` saved."""
         super().load_state_dict(state)
         self.curriculum.load_state_dict(state["curriculum"])
-
-    def close(self) -> None:
-        """Release the evaluation worlds."""
-        _MapfParts.close(self)
-        RayRunner.close(self)

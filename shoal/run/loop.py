@@ -2,8 +2,8 @@
 checkpoint cadence, Ctrl-C and error checkpoints, the best policy, the curve and the result.
 
 A runner supplies only how experience is collected (:meth:`collect`, some env steps and the
-episodes they finished) and how learning is scheduled (:meth:`learn`); see
-:class:`~shoal.runners.base.Runner` for the whole contract. The loop calls, in order, for as
+episodes they finished), how learning is scheduled (:meth:`learn`) and how it evaluates;
+see :class:`~shoal.run.runner.Runner` for the whole contract. The loop calls, in order, for as
 long as the run lasts::
 
     collect -> learn -> evaluate (every run.eval_every env steps) -> tick row
@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from shoal.run.checkpoint import save_checkpoint
 from shoal.run.directory import RunDir
@@ -33,6 +33,9 @@ from shoal.run.evaluation import CONFIRM_STREAM
 from shoal.run.metrics import MetricsWriter
 from shoal.run.progress import TrainProgress
 from shoal.run.seeding import derive_seed
+
+if TYPE_CHECKING:
+    from shoal.run.runner import Runner
 
 __all__ = ["Collected", "RunLoop", "TrainResult"]
 
@@ -74,30 +77,6 @@ class Collected:
     is the step they were collected at."""
 
 
-class _Runner(Protocol):  # the part of runners.base.Runner the loop uses
-    cfg: Any
-    loss: float
-
-    @property
-    def updates(self) -> int: ...
-    def epsilon(self, step: int) -> float: ...
-    def start(self) -> None: ...
-    def collect(self, step: int) -> Collected: ...
-    def learn(self, step: int, new_steps: int) -> None: ...
-    def at_boundary(self) -> bool: ...
-    def done(self, episodes: int) -> bool: ...
-    def finish(self) -> None: ...
-    def interrupt(self) -> None: ...
-    def stop(self) -> None: ...
-    def evaluate(self, seed: int | None = None) -> tuple[Any, Any]: ...
-    def eval_metrics(self) -> dict[str, float]: ...
-    def tick_metrics(self, updates_per_s: float) -> dict[str, float]: ...
-    def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]: ...
-    def checkpoint_guard(self) -> Any: ...
-    def state_dict(self) -> dict[str, Any]: ...
-    def load_state_dict(self, state: dict[str, Any]) -> None: ...
-
-
 class RunLoop:
     """Drives one runner through a run (see the module docstring).
 
@@ -110,7 +89,7 @@ class RunLoop:
 
     def __init__(
         self,
-        runner: _Runner,
+        runner: Runner,
         run: RunDir,
         *,
         resume: dict[str, Any] | None = None,

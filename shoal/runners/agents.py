@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,16 +39,17 @@ from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_para
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
-from shoal.run.schedule import UpdateSchedule
+from shoal.run.runner import Runner
 from shoal.run.seeding import derive_seed
-from shoal.runners.base import Runner
 from shoal.runners.collector import CollectorError, CollectorProcess
 from shoal.runners.epochs import (
     LEARNER_STREAM,
     EpochPlayer,
     EpochResult,
     actor_rngs,
+    checkpoint_weights,
     epoch_seed,
+    play_epochs,
 )
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rounds import RoundThreads, RoundThreadsError
@@ -110,22 +112,30 @@ class AgentsRunner(Runner):
         finally:
             env.close()
 
-    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds one learner
+    @classmethod
+    def evaluate_checkpoint(
+        cls, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> np.ndarray:
+        """Collective greedy returns of the checkpoint's agents, episode k reset with a
+        seed derived from ``seed`` and k."""
+        seeds = [derive_seed(seed, EVAL_STREAM, k) for k in range(episodes)]
+        played = play_epochs(cfg, seeds, params=checkpoint_weights(state["learner"]))
+        return np.array([float(r.returns.sum()) for r in played])
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
         a = cfg.agents
-        self.cfg = cfg
         self.env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
         self.ma = probe_parallel_env(self.env, cfg.env.id)
         self.spec = EnvSpec(self.ma.obs_dim, self.ma.n_actions)
-        if cfg.run.torch_threads > 0:
-            torch.set_num_threads(cfg.run.torch_threads)
         self.k = len(self.ma.agents)
         self.learners = [self._agent(i) for i in range(self.k)]
         self.stacked = StackedLearner(self.learners) if a.parallel_training else None
         self.replays: list[Any] = [build_replay(cfg, self.spec) for _ in range(self.k)]
         self.group = StackedReplay(self.replays)
         self.replay_lock: Any = contextlib.nullcontext()
-        self.epsilon = build_epsilon(cfg)
-        self.loss = float("nan")
+        self.exploration = build_epsilon(cfg)
+        """Exploration epsilon as a function of turns (the value at an epoch's first)."""
         self._eval_envs: list[Any] | None = None
         self.actor = StackedActor(
             self.learners[0].loss.network,
@@ -138,8 +148,6 @@ class AgentsRunner(Runner):
         )
         self.player = EpochPlayer(cfg, self.env, self.ma, self.actor)
         self.epochs = 0
-        self.schedule = UpdateSchedule.from_config(cfg.run)
-        """The rounds owed for the turns played (the serial rule)."""
         self._last_tick = (time.perf_counter(), 0)
         mode = a.async_mode if a.async_learning else None
         self._thread: RoundThreads | None = None
@@ -320,10 +328,16 @@ class AgentsRunner(Runner):
         if self._collector is not None:
             self._collector.stop()
 
+    def epsilon(self, step: int) -> float:
+        """The exploration schedule's epsilon at turn ``step``."""
+        return self.exploration(step)
+
     def close(self) -> None:
         """Close the worlds."""
         self.env.close()
-        super().close()
+        for env in self._eval_envs or ():
+            env.close()
+        self._eval_envs = None
 
     def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
         """Collective greedy returns of ``run.eval_episodes`` episodes on a world of its own
@@ -374,11 +388,11 @@ class AgentsRunner(Runner):
             else [le.state_dict() for le in self.learners]
         )
         return {
+            **super().state_dict(),
             "learner": learner,
             "replays": [b.state_dict() for b in self.replays],
             "rng": {"actions": [g.bit_generator.state for g in self.actor.rngs]},
             "epochs": self.epochs,
-            "schedule": self.schedule.state_dict(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -392,5 +406,5 @@ class AgentsRunner(Runner):
             b.load_state_dict(s)
         for g, s in zip(self.actor.rngs, state["rng"]["actions"]):
             g.bit_generator.state = s
+        super().load_state_dict(state)
         self.epochs = state["epochs"]
-        self.schedule.load_state_dict(state["schedule"])

@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from shoal.agent.builder import build_replay
+from shoal.agent.builder import Fields, build_replay
 from shoal.config import Config, param
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, EnvError, ShoalError
 from shoal.replay import ReplayService
 from shoal.run.loop import Collected
 from shoal.runners.apex_actor import RolloutActor
-from shoal.runners.base import Runner
+from shoal.runners.dqn import DQNRunner
 
 __all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
 
@@ -85,11 +85,11 @@ class RayConfig:
 
 class ReplayActor(ReplayService):
     """The replay actor: a :class:`~shoal.replay.ReplayService` over the run's prioritized
-    buffer, built inside the actor (so no empty buffer travels)."""
+    buffer of ``fields``, built inside the actor (so no empty buffer travels)."""
 
-    def __init__(self, cfg: Config, spec: EnvSpec) -> None:
+    def __init__(self, cfg: Config, spec: EnvSpec, fields: Fields) -> None:
         replay = dataclasses.replace(cfg.replay, prioritized=True)  # Ape-X's replay
-        super().__init__(build_replay(dataclasses.replace(cfg, replay=replay), spec))
+        super().__init__(build_replay(dataclasses.replace(cfg, replay=replay), spec, fields))
 
     def size(self) -> int:
         """Items held."""
@@ -133,7 +133,7 @@ def _ray() -> Any:
     return ray
 
 
-class RayRunner(Runner):
+class RayRunner(DQNRunner):
     """Ape-X on Ray: actor actors, a prioritized replay actor, one learner."""
 
     section = ("ray", RayConfig)
@@ -144,11 +144,14 @@ class RayRunner(Runner):
     def check(cls, cfg: Config) -> None:
         """Ray importable, a discrete-action env."""
         _ray()
-        super().check(cfg)
-        from shoal.envs import probe_env
-
-        if probe_env(cfg.env).hybrid:
+        if cls.probe(cfg).hybrid:
             raise EnvError(f"env.id {cfg.env.id!r}: the ray runner plays Discrete actions only")
+
+    @classmethod
+    def make_replay(cls, cfg: Config, spec: EnvSpec) -> None:
+        """None: replay lives in the replay actor (:meth:`replay_fields` says what it
+        holds)."""
+        return None
 
     def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the learner
         super().__init__(cfg)
@@ -196,7 +199,8 @@ class RayRunner(Runner):
         self.starts += 1
         tag = uuid.uuid4().hex[:12]
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
-        self.replay_actor = replay.remote(self.cfg, self.spec)
+        fields = self.replay_fields(self.cfg, self.spec)
+        self.replay_actor = replay.remote(self.cfg, self.spec, fields)
         if self.resume_replay is not None:
             ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
         self._replay_cpu = None  # a new process: its load is measured from here

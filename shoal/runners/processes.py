@@ -36,7 +36,7 @@ from shoal.envs import make_env, probe_env
 from shoal.errors import ShoalError
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
-from shoal.runners.base import Runner
+from shoal.runners.dqn import DQNRunner
 from shoal.sync.weights import SharedWeightStore
 from shoal.sync.workers import RestartBudget, WorkerProcess, child_prologue, stop_processes
 
@@ -166,7 +166,7 @@ class _Slot:
     """Restarts since this worker last delivered an episode."""
 
 
-class ProcessesRunner(Runner):
+class ProcessesRunner(DQNRunner):
     """Rollout worker processes play whole episodes; one central learner trains.
 
     Example:

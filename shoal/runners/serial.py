@@ -23,7 +23,7 @@ from shoal.config import Config
 from shoal.envs import make_env
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
-from shoal.runners.base import Runner
+from shoal.runners.dqn import DQNRunner
 
 __all__ = ["SerialRunner"]
 
@@ -34,7 +34,7 @@ ACTION_STREAM = 3
 _ONE_STEP = Collected(1)
 
 
-class SerialRunner(Runner):
+class SerialRunner(DQNRunner):
     """Collect, store and learn in one loop in the calling thread (the oracle).
 
     Example:

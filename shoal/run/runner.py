@@ -1,0 +1,135 @@
+"""The runner contract: what :class:`~shoal.run.loop.RunLoop` asks of every runner.
+
+A runner supplies how experience is collected (:meth:`Runner.collect`), how learning is
+scheduled (:meth:`Runner.learn`, usually by asking :attr:`Runner.schedule`) and how its
+policy is evaluated (:meth:`Runner.evaluate`); every other hook has a do-nothing default
+that a runner overrides where its transport or domain needs it. Nothing here builds a
+learner or a replay buffer: the DQN runners share a base for that
+(:class:`~shoal.runners.dqn.DQNRunner`), and a runner with other parts (several agents
+in one world, say) supplies its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from shoal.errors import ConfigError
+from shoal.run.loop import Collected
+from shoal.run.schedule import UpdateSchedule
+
+__all__ = ["Collected", "Runner"]
+
+
+class Runner:
+    """The loop's side of a runner: collection, learning, evaluation and hooks.
+
+    Subclasses set :attr:`section` to own a config section; the first line of their
+    docstring is their ``--help`` text.
+    """
+
+    section: ClassVar[tuple[str, type] | None] = None
+    """(name, dataclass) of the runner's own config section, or None."""
+    multi_agent: ClassVar[bool] = False
+    """Whether the runner trains several agents in a multi-agent world."""
+
+    @classmethod
+    def check(cls, cfg: Any) -> None:
+        """Validate what the config alone cannot (the env) before any work starts."""
+
+    @classmethod
+    def evaluate_checkpoint(
+        cls, cfg: Any, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> np.ndarray:
+        """Greedy returns of ``episodes`` episodes played with a checkpoint's weights
+        (``state``, of a run of this runner in ``run_dir``), starts drawn from ``seed``."""
+        raise ConfigError(
+            f"run '{run_dir}' (run.runner {cfg.run.runner!r}) cannot be evaluated from a checkpoint"
+        )
+
+    def __init__(self, cfg: Any) -> None:
+        self.cfg = cfg
+        if cfg.run.torch_threads > 0:
+            import torch
+
+            torch.set_num_threads(cfg.run.torch_threads)
+        self.loss = float("nan")
+        """The latest training loss (NaN before the first update)."""
+        self.schedule = UpdateSchedule.from_config(cfg.run)
+        """The updates owed for the env steps taken (the serial rule)."""
+
+    @property
+    def updates(self) -> int:
+        """Updates taken so far."""
+        return 0
+
+    def epsilon(self, step: int) -> float:
+        """Exploration at env step ``step`` (logged in every row)."""
+        return 0.0
+
+    # --- what a runner supplies -----------------------------------------------------------
+    def collect(self, step: int) -> Collected:
+        """Take some env steps (``step`` were taken before) and store what they produced."""
+        raise NotImplementedError
+
+    def learn(self, step: int, new_steps: int) -> None:
+        """Run the learning due now that ``step`` env steps were taken (``new_steps`` of
+        them by the last collect); set :attr:`loss`."""
+        raise NotImplementedError
+
+    def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        """Greedy returns of ``run.eval_episodes`` episodes (``seed``: their starts,
+        default ``run.seed``) and the weights that played them (for ``best.pt``)."""
+        raise NotImplementedError
+
+    # --- hooks with do-nothing defaults -----------------------------------------------------
+    def start(self) -> None:
+        """Start threads or processes (called once, before the first collect)."""
+
+    def at_boundary(self) -> bool:
+        """Whether the run may stop or checkpoint here (serial: between episodes)."""
+        return True
+
+    def done(self, episodes: int) -> bool:
+        """A runner's own reason to stop, given the episodes finished so far."""
+        return False
+
+    def finish(self) -> None:
+        """The run ends normally: complete scheduled learning, flush partial episodes."""
+
+    def interrupt(self) -> None:
+        """The run is cut by Ctrl-C or an error: keep what can be kept (partial episode)."""
+
+    def stop(self) -> None:
+        """Stop and join threads or processes; called at every end, safe to call twice."""
+
+    def close(self) -> None:
+        """Release what outlives :meth:`stop` (evaluation envs); safe to call twice."""
+
+    def eval_metrics(self) -> dict[str, float]:
+        """Extra columns of each eval row."""
+        return {}
+
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Extra columns of each tick row."""
+        return {}
+
+    def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
+        """Extra figures for the progress bar."""
+        return {}
+
+    def checkpoint_guard(self) -> contextlib.AbstractContextManager[Any]:
+        """Held while a checkpoint is taken (threads: the write lock)."""
+        return contextlib.nullcontext()
+
+    # --- state --------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything of the runner a checkpoint holds (here: the update schedule)."""
+        return {"schedule": self.schedule.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        self.schedule.load_state_dict(state["schedule"])
