@@ -36,7 +36,7 @@ import shoal
 from shoal.config import load_config
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
-from shoal.runners.epochs import checkpoint_weights, play_epochs
+from shoal.runners.agents.epochs import checkpoint_weights, play_epochs
 
 SOCIAL = ("efficiency", "equality", "sustainability", "peace")
 EVAL_SEED = 7_000_000

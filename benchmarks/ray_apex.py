@@ -49,12 +49,12 @@ import ray
 import torch
 
 import shoal
-from shoal.agent.builder import build_learner, build_network
+from shoal.agent.builder import build_learner, build_network, transition_fields
 from shoal.config import load_config
 from shoal.envs import make_env, probe_env
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
-from shoal.runners import apex
+from shoal.runners.ray import runner as apex
 from shoal.sync.ray_weights import RayWeightStore, WeightServer
 
 
@@ -106,7 +106,11 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
     spec = probe_env(cfg.env)
     tag = f"bench-{os.getpid()}"
     remote = ray.remote(num_cpus=0)
-    replay = remote(apex.ReplayActor).options(name=f"shoal-replay-{tag}").remote(cfg, spec)
+    replay = (
+        remote(apex.ReplayActor)
+        .options(name=f"shoal-replay-{tag}")
+        .remote(cfg, spec, transition_fields(spec))
+    )
     server = remote(WeightServer).options(name=f"shoal-weights-{tag}").remote()
     learner = build_learner(cfg, spec)
     store = RayWeightStore(server)

@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from shoal.envs.sudoku_puzzles import bundled_puzzles
-from shoal.runners.sudoku import SudokuConfig, solve_sudoku, train_sudoku
+from shoal.tabular.sudoku_training import SudokuConfig, solve_sudoku, train_sudoku
 
 OUT = Path(__file__).parent / "out"
 

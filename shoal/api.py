@@ -22,7 +22,7 @@ from shoal.run.directory import RunDir
 from shoal.run.loop import TrainResult
 
 if TYPE_CHECKING:
-    from shoal.runners.epochs import EpochResult
+    from shoal.runners.agents.epochs import EpochResult
 
 __all__ = ["TrainResult", "evaluate_run", "play_run", "plot", "train", "train_dqn"]
 
@@ -197,13 +197,13 @@ def play_run(
 ) -> list[EpochResult]:
     """Episodes of a multi-agent run's agents (its ``best`` or ``latest`` weights), greedy
     unless ``epsilon`` says otherwise: every agent's return, the turns and the social
-    outcomes of each (:class:`~shoal.runners.epochs.EpochResult`). Episode k resets with a
+    outcomes of each (:class:`~shoal.runners.agents.epochs.EpochResult`). Episode k resets with a
     seed derived from ``seed`` (default: the run's seed + 1, starts its evaluations never
     saw) and k, so two runs, or trained and random agents (``epsilon=1``), meet the same
     worlds."""
     from shoal.run.evaluation import EVAL_STREAM
     from shoal.run.seeding import derive_seed
-    from shoal.runners.epochs import checkpoint_weights, play_epochs
+    from shoal.runners.agents.epochs import checkpoint_weights, play_epochs
 
     cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
     if not _multi_agent(cfg):

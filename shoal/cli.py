@@ -282,7 +282,7 @@ def _mapf_parser(sub: argparse._SubParsersAction) -> None:
 def _describe(obj: object) -> str:
     """The ``[sudoku]`` keys with their values (defaults for None) and docstrings."""
     from shoal.config import describe_section
-    from shoal.runners.sudoku import SECTION, SudokuConfig
+    from shoal.tabular.sudoku_training import SECTION, SudokuConfig
 
     return describe_section(obj if obj is not None else SudokuConfig(), SECTION)
 
@@ -375,7 +375,7 @@ def _sudoku(args: argparse.Namespace) -> int:
     import numpy as np
 
     from shoal.config import load_section
-    from shoal.runners.sudoku import SECTION, SudokuConfig, solve_sudoku, train_sudoku
+    from shoal.tabular.sudoku_training import SECTION, SudokuConfig, solve_sudoku, train_sudoku
 
     if args.sudoku_command == "solve":
         from shoal.envs.sudoku_puzzles import format_puzzle, parse_puzzle

@@ -72,7 +72,7 @@ def ray_session():
     rewrites that one to the machine's network address); the ray runner joins it and
     leaves it running."""
     ray = pytest.importorskip("ray")
-    from shoal.runners.apex import local_ray_options
+    from shoal.runners.ray.runner import local_ray_options
 
     if not ray.is_initialized():
         ray.init(**local_ray_options(num_cpus=4, node_ip_address="127.0.0.2"))

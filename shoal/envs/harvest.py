@@ -64,6 +64,7 @@ from shoal.envs.parallel import StepResult, joint_actions
 from shoal.errors import ConfigError, ShoalError
 
 __all__ = [
+    "make_harvest",
     "ACTIONS",
     "DEFAULT_MAP",
     "OBS_CHANNELS",
@@ -555,6 +556,13 @@ class HarvestEnv(ParallelEnv):
 
 
 @functools.lru_cache(maxsize=8)
+def make_harvest(num_agents: int, max_turns: int) -> HarvestEnv:
+    """The harvest world the agents runner trains in: the default map up to 12 agents, a
+    generated one of the right size beyond."""
+    layout = "default" if num_agents <= 12 else "generated"
+    return HarvestEnv(num_agents, layout=layout, max_turns=max_turns)
+
+
 def _agent_colours(k: int) -> np.ndarray:
     """``k`` distinct bright colours, uint8 ``(k, 3)``, hues spaced by the golden ratio."""
     h = (np.arange(k) * 0.618033988749895) % 1.0

@@ -39,6 +39,10 @@ StepResult = tuple[
 HARVEST_ID = "shoal/Harvest-v0"
 """The id of shoal's commons harvest."""
 
+WORLDS: dict[str, str] = {HARVEST_ID: "shoal.envs.harvest:make_harvest"}
+"""shoal's own worlds: ``env.id`` -> ``"module:function"`` making one from
+``(num_agents, max_turns)`` (loaded on first use, so this module imports no world)."""
+
 
 @dataclass(frozen=True)
 class MultiAgentSpec:
@@ -53,11 +57,9 @@ class MultiAgentSpec:
 def make_parallel_env(env_id: str, *, num_agents: int, max_turns: int) -> Any:
     """Create the world ``env_id`` names (harvest with ``num_agents`` agents and episodes
     of ``max_turns`` turns; a PettingZoo module's ``parallel_env()`` as it comes)."""
-    if env_id == HARVEST_ID:
-        from shoal.envs.harvest import HarvestEnv
-
-        layout = "default" if num_agents <= 12 else "generated"
-        return HarvestEnv(num_agents, layout=layout, max_turns=max_turns)
+    if env_id in WORLDS:
+        module, _, name = WORLDS[env_id].partition(":")
+        return getattr(importlib.import_module(module), name)(num_agents, max_turns)
     if env_id.startswith("pettingzoo:"):
         name = env_id.split(":", 1)[1]
         try:
@@ -68,8 +70,8 @@ def make_parallel_env(env_id: str, *, num_agents: int, max_turns: int) -> Any:
             raise EnvError(f"env.id {env_id!r}: module {name!r} has no parallel_env()")
         return module.parallel_env()
     raise EnvError(
-        f"env.id {env_id!r}: the agents runner needs a multi-agent world: {HARVEST_ID!r} or "
-        "'pettingzoo:PACKAGE.MODULE'"
+        f"env.id {env_id!r}: the agents runner needs a multi-agent world: "
+        f"{', '.join(map(repr, WORLDS))} or 'pettingzoo:PACKAGE.MODULE'"
     )
 
 

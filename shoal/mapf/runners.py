@@ -43,9 +43,9 @@ from shoal.mapf.player import (
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
-from shoal.runners.apex import RayRunner, _ray
-from shoal.runners.apex_actor import RolloutActor
 from shoal.runners.dqn import DQNRunner
+from shoal.runners.ray.actor import RolloutActor
+from shoal.runners.ray.runner import RayRunner, _ray
 
 __all__ = ["MapfRayRunner", "MapfRolloutActor", "MapfSerialRunner"]
 

@@ -34,8 +34,8 @@ RUNNERS: dict[str, Any] = {
     "serial": "shoal.runners.serial:SerialRunner",
     "threads": "shoal.runners.threads:ThreadsRunner",
     "processes": "shoal.runners.processes:ProcessesRunner",
-    "agents": "shoal.runners.agents:AgentsRunner",
-    "ray": "shoal.runners.apex:RayRunner",
+    "agents": "shoal.runners.agents.runner:AgentsRunner",
+    "ray": "shoal.runners.ray.runner:RayRunner",
 }
 """``run.runner`` name -> runner class, or ``"module:Class"`` loaded on first use."""
 

@@ -17,7 +17,7 @@ from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 from shoal.runners.agents import AgentsRunner, LearningThreadError
-from shoal.runners.collector import CollectorError
+from shoal.runners.agents.collector import CollectorError
 
 pytestmark = pytest.mark.timeout(240)
 

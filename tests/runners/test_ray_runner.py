@@ -15,7 +15,7 @@ from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 
 pytestmark = pytest.mark.timeout(300)
-apex = pytest.importorskip("shoal.runners.apex")
+apex = pytest.importorskip("shoal.runners.ray.runner")
 
 
 def new_pid(ray, actor, old: int) -> int:

@@ -14,10 +14,15 @@ from shoal.errors import ConfigError, RunDirError, ShoalError
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 from shoal.run.seeding import derive_seed
-from shoal.runners.sudoku import SudokuConfig, load_sudoku_config, solve_sudoku, train_sudoku
 from shoal.tabular import LocalQTable, SharedQTable
 from shoal.tabular.sudoku_agent import SudokuQAgent
 from shoal.tabular.sudoku_features import make_encoder
+from shoal.tabular.sudoku_training import (
+    SudokuConfig,
+    load_sudoku_config,
+    solve_sudoku,
+    train_sudoku,
+)
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("no_shm_leak")]
 

@@ -26,7 +26,7 @@ import torch
 from shoal.config import Config
 from shoal.envs.parallel import make_parallel_env
 from shoal.errors import ShoalError
-from shoal.runners.epochs import EpochResult, build_player
+from shoal.runners.agents.epochs import EpochResult, build_player
 from shoal.sync.workers import WorkerProcess, child_prologue
 
 __all__ = ["CollectorError", "CollectorProcess", "collector_main"]

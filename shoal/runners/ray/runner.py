@@ -35,8 +35,8 @@ from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, EnvError, ShoalError
 from shoal.replay import ReplayService
 from shoal.run.loop import Collected
-from shoal.runners.apex_actor import RolloutActor
 from shoal.runners.dqn import DQNRunner
+from shoal.runners.ray.actor import RolloutActor
 
 __all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
 

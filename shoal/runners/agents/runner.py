@@ -41,8 +41,8 @@ from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.runner import Runner
 from shoal.run.seeding import derive_seed
-from shoal.runners.collector import CollectorError, CollectorProcess
-from shoal.runners.epochs import (
+from shoal.runners.agents.collector import CollectorError, CollectorProcess
+from shoal.runners.agents.epochs import (
     LEARNER_STREAM,
     EpochPlayer,
     EpochResult,

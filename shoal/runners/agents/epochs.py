@@ -2,7 +2,7 @@
 
 The agents runner's unit of collection, in one place so that it runs the same in the
 caller's process (sync learning, the learning thread, evaluation) and in a collector
-process (:mod:`shoal.runners.collector`). The turn structure is the world's (harvest:
+process (:mod:`shoal.runners.agents.collector`). The turn structure is the world's (harvest:
 entities first, then every agent observes, chooses and acts); here every live agent's
 action comes from one batched forward, and each agent's n-step transitions are kept apart
 for its own buffer.

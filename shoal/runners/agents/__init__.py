@@ -1,0 +1,10 @@
+"""The agents runner (scheme 3): K independent learners in one multi-agent world.
+
+:mod:`~shoal.runners.agents.runner` holds the runner, :mod:`~shoal.runners.agents.epochs`
+one epoch of the world played by K stacked agents (in the caller's process or a collector
+process), :mod:`~shoal.runners.agents.collector` the collector process.
+"""
+
+from shoal.runners.agents.runner import AgentsConfig, AgentsRunner, LearningThreadError
+
+__all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
