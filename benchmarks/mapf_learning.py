@@ -20,6 +20,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -29,14 +30,16 @@ from typing import Any
 
 import shoal
 from shoal.config import load_config
-from shoal.mapf.baselines import ShortestPathPolicy
-from shoal.mapf.evaluate import EvalReport, evaluate, generated_instances
-from shoal.mapf.policy import load_policy
+from shoal.mapf.evaluate import EvalReport, eval_command
+from shoal.mapf.options import MapfEvalOptions
+from shoal.options import add_options, parse_options
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
 
 TARGETS = ((4, 10), (8, 20), (16, 40))
 """(agents, map side) of the held-out evaluations; the last one is generalisation."""
+SHARED = ("instances", "seed", "checkpoint", "epsilon", "unstick", "density", "max_steps")
+"""``shoal mapf eval``'s options this benchmark takes, with the same meaning."""
 
 
 def train(minutes: float, overrides: list[str], out: Path) -> Path:
@@ -60,24 +63,12 @@ def run_facts(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def compare(
-    run_dir: Path,
-    agents: int,
-    size: int,
-    count: int,
-    seed: int,
-    checkpoint: str = "best",
-    epsilon: float = 0.0,
-    unstick: int = 0,
-) -> EvalReport:
-    """The three policies on the same ``count`` held-out instances."""
-    instances = generated_instances(agents, size, count, density=(0.1, 0.3), seed=seed)
-    policies = [
-        load_policy(run_dir, checkpoint=checkpoint),
-        load_policy(run_dir, comm=False, checkpoint=checkpoint),
-        ShortestPathPolicy(),
-    ]
-    return evaluate(policies, instances, max_steps=256, epsilon=epsilon, unstick=unstick)
+def compare(opts: MapfEvalOptions, run_dir: Path, agents: int, size: int) -> EvalReport:
+    """The three policies on the same held-out generated instances of one target, as
+    ``shoal mapf eval RUN_DIR --generate`` plays them with the same options."""
+    return eval_command(
+        dataclasses.replace(opts, run_dir=str(run_dir), agents=agents, size=size, generate=True)
+    )
 
 
 def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
@@ -120,29 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", type=Path, help="evaluate this run instead of training")
     parser.add_argument("--minutes", type=float, default=60.0, help="training budget")
-    parser.add_argument("--instances", type=int, default=100, help="instances per target")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out instances")
     parser.add_argument("--set", action="append", default=[], help="config overrides")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
-    parser.add_argument(
-        "--checkpoint",
-        choices=("best", "latest"),
-        default="best",
-        help="the run's weights to evaluate (default: best)",
-    )
-    parser.add_argument(
-        "--epsilon",
-        type=float,
-        default=0.0,
-        help="random moves per agent and step, every policy alike (default 0: greedy)",
-    )
-    parser.add_argument(
-        "--unstick",
-        type=int,
-        default=0,
-        help="steps an agent off its goal stands still before it acts at random, every"
-        " policy alike (default 0: never)",
-    )
+    add_options(parser, MapfEvalOptions, only=SHARED, defaults={"instances": 100})
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
     run_dir = args.run_dir
@@ -154,11 +125,9 @@ def main() -> None:
         f"weights: {args.checkpoint}; random moves per agent and step: {args.epsilon:g};"
         f" unstick after {args.unstick} still steps (0: never)"
     )
-    noise = {"epsilon": args.epsilon, "unstick": args.unstick}
-    results = [
-        show(a, s, compare(run_dir, a, s, args.instances, args.seed, args.checkpoint, **noise))
-        for a, s in TARGETS
-    ]
+    opts = parse_options(MapfEvalOptions, args, run_dir=str(run_dir), agents=1)
+    noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
+    results = [show(a, s, compare(opts, run_dir, a, s)) for a, s in TARGETS]
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -12,19 +12,11 @@ from collections.abc import Sequence
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
+from shoal.mapf.options import MapfEvalOptions
+from shoal.options import add_options, parse_options, positive_int
 from shoal.runners import runner_names
 
 __all__ = ["main"]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
 
 
 class _Parser(argparse.ArgumentParser):
@@ -97,16 +89,17 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     train.add_argument(
         "--learner-threads",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help="learner threads of the threads runner (sets threads.learner_threads)",
     )
     train.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="rollout worker processes of the processes runner, or actors of the ray "
-        "runner (sets processes.workers or ray.actors)",
+        "runner: sets the key of the runner the run resolves to, however it was chosen "
+        "(processes.workers or ray.actors)",
     )
     train.add_argument(
         "--ray-address",
@@ -116,11 +109,11 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     train.add_argument(
         "--agents",
-        type=_positive_int,
+        type=positive_int,
         metavar="K",
         help="agents in the world of the agents runner (sets agents.agents)",
     )
-    train.add_argument("--steps", type=_positive_int, help="env steps (sets run.total_steps)")
+    train.add_argument("--steps", type=positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
@@ -136,7 +129,7 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:
         help="best: the weights of the best evaluation during training (default); "
         "latest: the last checkpoint",
     )
-    ev.add_argument("--episodes", type=_positive_int, default=20, help="episodes (default 20)")
+    ev.add_argument("--episodes", type=positive_int, default=20, help="episodes (default 20)")
     ev.add_argument("--seed", type=int, help="reset seed (default: run seed + 1)")
 
 
@@ -183,17 +176,17 @@ def _sudoku_train_parser(sub2: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="puzzle file, or a bundled set name (easy9, medium9, easy4)",
     )
-    src.add_argument("--generate", type=_positive_int, metavar="K", help="generate K puzzles")
+    src.add_argument("--generate", type=positive_int, metavar="K", help="generate K puzzles")
     tr.add_argument(
-        "--givens", type=_positive_int, default=45, help="givens of generated puzzles (default 45)"
+        "--givens", type=positive_int, default=45, help="givens of generated puzzles (default 45)"
     )
     tr.add_argument(
         "--size", type=int, choices=(4, 9), default=9, help="size of generated puzzles (default 9)"
     )
-    tr.add_argument("--workers", type=_positive_int, help="worker processes (sets sudoku.workers)")
+    tr.add_argument("--workers", type=positive_int, help="worker processes (sets sudoku.workers)")
     tr.add_argument(
         "--episodes-per-puzzle",
-        type=_positive_int,
+        type=positive_int,
         help="most episodes per puzzle (sets sudoku.episodes_per_puzzle)",
     )
     tr.add_argument("--encoder", help="table key: local or exact (sets sudoku.encoder)")
@@ -217,66 +210,7 @@ def _mapf_parser(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    ev.add_argument(
-        "run_dir",
-        metavar="RUN_DIR",
-        help="a MAPF training run directory, or - for the shortest-path baseline alone",
-    )
-    where = ev.add_mutually_exclusive_group(required=True)
-    where.add_argument("--map", metavar="FILE.map", help="a MovingAI map (with --scen)")
-    where.add_argument("--generate", action="store_true", help="generated maps (with --size)")
-    ev.add_argument(
-        "--scen",
-        nargs="+",
-        default=[],
-        metavar="FILE.scen",
-        help="MovingAI scenarios, one instance each: its first N entries are the agents",
-    )
-    ev.add_argument("--agents", type=_positive_int, required=True, metavar="N", help="agents")
-    ev.add_argument("--size", type=_positive_int, metavar="S", help="side of generated maps")
-    ev.add_argument(
-        "--density",
-        type=float,
-        nargs="+",
-        metavar="D",
-        help="obstacle density of generated maps, or a LO HI range (default 0.1 0.3)",
-    )
-    ev.add_argument("--instances", type=_positive_int, help="generated instances (default 100)")
-    ev.add_argument("--max-steps", type=_positive_int, default=256, help="step cap (default 256)")
-    ev.add_argument("--seed", type=int, default=0, help="seed of generated instances (default 0)")
-    ev.add_argument(
-        "--gif",
-        metavar="FILE.gif|FILE.png",
-        help="animate the first policy on the first instance (.png: a strip of frames)",
-    )
-    ev.add_argument("--out", metavar="FILE.json", help="write the report as JSON")
-    ev.add_argument(
-        "--no-baselines",
-        action="store_true",
-        help="only the run's policy (no ablation, no baseline)",
-    )
-    ev.add_argument(
-        "--checkpoint",
-        choices=("best", "latest"),
-        default="best",
-        help="the run's weights: best (picked by its evaluations; default) or latest",
-    )
-    ev.add_argument(
-        "--epsilon",
-        type=float,
-        default=0.0,
-        metavar="E",
-        help="each agent's move is random with probability E, for every policy alike"
-        " (breaks deterministic deadlocks; default 0: greedy)",
-    )
-    ev.add_argument(
-        "--unstick",
-        type=int,
-        default=0,
-        metavar="N",
-        help="an agent off its goal that has stood still for N steps acts at random until"
-        " it moves, for every policy alike (default 0: never)",
-    )
+    add_options(ev, MapfEvalOptions)
 
 
 def _describe(obj: object) -> str:
@@ -299,8 +233,6 @@ def _train(args: argparse.Namespace) -> int:
         "run.device": args.device,
         "run.out": args.out,
         "threads.learner_threads": args.learner_threads,
-        "processes.workers": args.workers if args.runner != "ray" else None,
-        "ray.actors": args.workers if args.runner == "ray" else None,
         "ray.address": args.ray_address,
         "agents.agents": args.agents,
     }
@@ -316,6 +248,8 @@ def _train(args: argparse.Namespace) -> int:
         raise ShoalError(
             "--resume continues a run with its own config; drop CONFIG/--env/--run-dir"
         )
+    if args.workers is not None:
+        overrides.append(_workers_override(args, overrides))
     target = args.resume or args.run_dir
     try:
         if args.resume:
@@ -341,6 +275,25 @@ def _train(args: argparse.Namespace) -> int:
         f"{result.wall_seconds:.1f} s{solved}"
     )
     return 0
+
+
+def _workers_override(args: argparse.Namespace, overrides: list[str]) -> str:
+    """``--workers`` as the key of the runner the run resolves to, wherever the runner
+    was chosen (``--runner``, a preset, a TOML file, ``--set`` or the resumed run)."""
+    from shoal.config import load_config
+    from shoal.run.directory import RunDir
+    from shoal.runners import runner_class, runner_for, runner_names
+
+    source = RunDir.open(args.resume).config if args.resume else args.config
+    cfg = load_config(source, overrides)
+    key = runner_for(cfg).workers_key
+    if key is None:
+        takes = [n for n in runner_names() if runner_class(n).workers_key]
+        raise ShoalError(
+            f"--workers: run.runner {cfg.run.runner!r} has no workers (it goes with "
+            f"{', '.join(map(repr, takes))})"
+        )
+    return f"{key}={args.workers}"
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -430,24 +383,7 @@ def _sudoku(args: argparse.Namespace) -> int:
 def _mapf(args: argparse.Namespace) -> int:
     from shoal.mapf.evaluate import eval_command
 
-    eval_command(
-        args.run_dir,
-        agents=args.agents,
-        map_path=args.map,
-        scen_paths=args.scen,
-        generate=args.generate,
-        size=args.size,
-        density=args.density,
-        count=args.instances,
-        max_steps=args.max_steps,
-        seed=args.seed,
-        animation=args.gif,
-        out=args.out,
-        baselines=not args.no_baselines,
-        checkpoint=args.checkpoint,
-        epsilon=args.epsilon,
-        unstick=args.unstick,
-    )
+    eval_command(parse_options(MapfEvalOptions, args))
     return 0
 
 

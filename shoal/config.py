@@ -153,10 +153,8 @@ class RunConfig:
     """How long to train, when to evaluate and checkpoint, where to write."""
 
     runner: str = "serial"
-    """Training scheme, one of the registered runners (``shoal train --help`` lists them
-    with their own config sections): 'serial' (collect, store, learn in one loop), 'threads'
-    (one acting thread, K learner threads behind a read/write lock) or 'processes'
-    (rollout worker processes + one central learner)."""
+    """Training scheme: one of the registered runners (``shoal train --help`` lists them,
+    each with its own config section)."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     max_minutes: float | None = param(None, gt=0.0)
@@ -492,8 +490,17 @@ def describe_config(cfg: Config | None = None) -> str:
         for f in dataclasses.fields(obj):
             value = getattr(obj, f.name)
             lines.append(f"  {name}.{f.name} = {value!r}")
-            lines.append(f"      {docs.get(f.name, '')}")
+            lines.append(f"      {docs.get(f.name, '')}{_registered(name, f.name)}")
     return "\n".join(lines)
+
+
+def _registered(section: str, key: str) -> str:
+    """What the registry allows for a key whose values are registered, not fixed."""
+    if (section, key) != ("run", "runner"):
+        return ""
+    from shoal.runners import runner_names
+
+    return f" Registered: {', '.join(runner_names())}."
 
 
 @functools.cache

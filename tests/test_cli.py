@@ -189,3 +189,28 @@ def test_resume_refuses_another_runner_and_old_checkpoints(tmp_path, tiny, capsy
     torch.save({"format": "shoal-checkpoint-v1", "dqn": {}}, ckpt)
     code, _, err = run_cli(capsys, "train", "--resume", str(run), "--no-progress")
     assert code == 2 and "older shoal" in err
+
+
+@pytest.mark.parametrize(
+    ("toml", "flags", "expected"),
+    [
+        ('[run]\nrunner = "ray"\n', [], "ray.actors=3"),
+        ('[run]\nrunner = "processes"\n', [], "processes.workers=3"),
+        ("", ["--runner", "ray"], "ray.actors=3"),
+        ('[run]\nrunner = "processes"\n', ["--set", "run.runner=ray"], "ray.actors=3"),
+    ],
+)
+def test_workers_sets_the_key_of_the_runner_the_run_resolves_to(tmp_path, toml, flags, expected):
+    from shoal.cli import _parser, _workers_override
+
+    path = tmp_path / "c.toml"
+    path.write_text(toml)
+    args = _parser().parse_args(["train", str(path), "--workers", "3", *flags])
+    overrides = [f"run.runner={args.runner}"] if args.runner else []
+    assert _workers_override(args, [*overrides, *args.overrides]) == expected
+
+
+def test_workers_for_a_runner_without_workers_is_a_one_line_error(capsys):
+    assert main(["train", "cartpole", "--workers", "2", "--steps", "10"]) == 2
+    err = capsys.readouterr().err
+    assert "--workers: run.runner 'serial' has no workers" in err and len(err.splitlines()) == 1

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from shoal.agent.networks import Params
 from shoal.agent.targets import td_target
 
-__all__ = ["Batch", "DQNLoss", "bootstrap_values", "mask_illegal"]
+__all__ = ["Batch", "DQNLoss", "batch_tensors", "bootstrap_values", "mask_illegal"]
 
 
 @dataclass
@@ -56,20 +56,25 @@ class Batch:
     @classmethod
     def from_numpy(cls, data: Mapping[str, np.ndarray], device: str | torch.device) -> Batch:
         """Convert a replay sample (numpy arrays) to tensors; weights default to ones."""
+        f32 = torch.float32
+        dtypes = {"obs": f32, "action": torch.int64, "reward": f32, "next_obs": f32}
+        return cls(**batch_tensors(data, device, {**dtypes, "discount": f32}))
 
-        def t(x: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
-            return torch.as_tensor(x, dtype=dtype).to(device, non_blocking=True)
 
-        n = len(data["action"])
-        weights = data.get("weights")
-        return cls(
-            obs=t(data["obs"], torch.float32),
-            action=t(data["action"], torch.int64),
-            reward=t(data["reward"], torch.float32),
-            next_obs=t(data["next_obs"], torch.float32),
-            discount=t(data["discount"], torch.float32),
-            weights=t(np.ones(n, np.float32) if weights is None else weights, torch.float32),
-        )
+def batch_tensors(
+    data: Mapping[str, np.ndarray],
+    device: str | torch.device,
+    dtypes: Mapping[str, torch.dtype | None],
+) -> dict[str, torch.Tensor]:
+    """The fields of a replay sample that ``dtypes`` names, as tensors of those dtypes on
+    ``device`` (None: the array's own), and its importance ``weights`` (ones for a
+    sample that has none, as a uniform sampler's)."""
+    weights = data.get("weights")
+    if weights is None:
+        weights = np.ones(len(data["action"]), np.float32)
+    out = {name: torch.as_tensor(data[name], dtype=dtype) for name, dtype in dtypes.items()}
+    out["weights"] = torch.as_tensor(weights, dtype=torch.float32)
+    return {name: t.to(device, non_blocking=True) for name, t in out.items()}
 
 
 def mask_illegal(q: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:

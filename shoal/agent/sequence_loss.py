@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from shoal.agent.learner import Learner
+from shoal.agent.losses import batch_tensors
 from shoal.agent.networks import Params
 from shoal.config import DQNConfig
 
@@ -67,21 +68,9 @@ class SequenceBatch:
     ) -> SequenceBatch:
         """Convert a replay sample (numpy arrays) to tensors; observations keep their dtype
         (the network decides how to read packed ones)."""
-
-        def t(x: np.ndarray, dtype: torch.dtype | None = None) -> torch.Tensor:
-            return torch.as_tensor(x, dtype=dtype).to(device, non_blocking=True)
-
-        weights = data.get("weights")
-        n = len(data["action"])
-        return cls(
-            obs=t(data["obs"]),
-            action=t(data["action"], torch.int64),
-            reward=t(data["reward"], torch.float32),
-            discount=t(data["discount"], torch.float32),
-            mask=t(data["mask"], torch.bool),
-            state=t(data["state"], torch.float32),
-            weights=t(np.ones(n, np.float32) if weights is None else weights, torch.float32),
-        )
+        f32 = torch.float32
+        dtypes = {"obs": None, "action": torch.int64, "reward": f32, "discount": f32}
+        return cls(**batch_tensors(data, device, {**dtypes, "mask": torch.bool, "state": f32}))
 
 
 def nstep_targets(

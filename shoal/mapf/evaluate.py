@@ -48,10 +48,12 @@ from shoal.errors import ConfigError, RunDirError
 from shoal.mapf import policy as mapf_policy
 from shoal.mapf.animation import check_animation_path, save_animation
 from shoal.mapf.baselines import ShortestPathPolicy
+from shoal.mapf.options import MapfEvalOptions
 from shoal.mapf.policy import MapfPolicy
 from shoal.run.seeding import derive_seed
 
 __all__ = [
+    "MapfEvalOptions",
     "BASELINE_ONLY",
     "DEFAULT_DENSITY",
     "DEFAULT_INSTANCES",
@@ -581,59 +583,42 @@ def _check_output(out: str | os.PathLike | None) -> None:
         )
 
 
-def eval_command(
-    run_dir: str | os.PathLike,
-    *,
-    agents: int,
-    map_path: str | os.PathLike | None = None,
-    scen_paths: Sequence[str | os.PathLike] = (),
-    generate: bool = False,
-    size: int | None = None,
-    density: Sequence[float] | None = None,
-    count: int | None = None,
-    max_steps: int = 256,
-    seed: int = 0,
-    animation: str | os.PathLike | None = None,
-    out: str | os.PathLike | None = None,
-    baselines: bool = True,
-    checkpoint: str = "best",
-    epsilon: float = 0.0,
-    unstick: int = 0,
-) -> EvalReport:
-    """``shoal mapf eval``: build the instances (``map_path`` with ``scen_paths``, or
-    ``generate`` ``count`` maps of ``size`` with ``density``, one value or a range, from
-    ``seed``), load the policies (the run's, it with communication off, and the
-    shortest-path baseline; only the run's without ``baselines``; the baseline alone for
-    ``run_dir`` :data:`BASELINE_ONLY`; the run's ``checkpoint``: ``best`` or
-    ``latest``), play them all on the same instances (each agent moving at random with
-    probability ``epsilon``, and at random once stuck off its goal for ``unstick`` steps,
-    every policy alike), print the table, write the JSON report to ``out`` and animate the
-    first policy on the first instance to ``animation`` (``.gif`` or a ``.png`` strip).
-    Every input is checked before anything is played or written; the errors are
+def eval_command(opts: MapfEvalOptions) -> EvalReport:
+    """``shoal mapf eval``: build the instances (``--map`` with ``--scen``, or
+    ``--generate`` ``--instances`` maps of ``--size`` with ``--density``, one value or a
+    range, from ``--seed``), load the policies (the run's, it with communication off, and
+    the shortest-path baseline; only the run's with ``--no-baselines``; the baseline alone
+    for ``run_dir`` :data:`BASELINE_ONLY`; the run's ``--checkpoint``), play them all on
+    the same instances (each agent moving at random with probability ``--epsilon``, and
+    at random once stuck off its goal for ``--unstick`` steps, every policy alike), print
+    the table, write the JSON report to ``--out`` and animate the first policy on the
+    first instance to ``--gif`` (``.gif`` or a ``.png`` strip). Every input is checked
+    before anything is played or written; the errors are
     :class:`~shoal.errors.ShoalError`."""
-    if animation is not None:
-        check_animation_path(animation)
-    _check_output(out)
-    _check_noise(epsilon, unstick)
+    if opts.gif is not None:
+        check_animation_path(opts.gif)
+    _check_output(opts.out)
+    _check_noise(opts.epsilon, opts.unstick)
     instances = _instances(
-        agents=agents,
-        map_path=map_path,
-        scen_paths=scen_paths,
-        generate=generate,
-        size=size,
-        density=density,
-        count=count,
-        seed=seed,
+        agents=opts.agents,
+        map_path=opts.map,
+        scen_paths=opts.scen,
+        generate=opts.generate,
+        size=opts.size,
+        density=opts.density,
+        count=opts.instances,
+        seed=opts.seed,
     )
-    policies = _policies(run_dir, baselines, checkpoint)
-    report = evaluate(policies, instances, max_steps=max_steps, epsilon=epsilon, unstick=unstick)
+    policies = _policies(opts.run_dir, not opts.no_baselines, opts.checkpoint)
+    noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
+    report = evaluate(policies, instances, max_steps=opts.max_steps, **noise)
     print_report(report)
-    if out is not None:
-        print(f"report: {write_report(report, out)}")
-    if animation is not None:
-        first = mapf_policy.perturbed(policies[0], epsilon=epsilon, unstick=unstick)
-        episode = play(first, instances[0], max_steps=max_steps, frames=True)
-        path = save_animation(episode.frames, animation)
+    if opts.out is not None:
+        print(f"report: {write_report(report, opts.out)}")
+    if opts.gif is not None:
+        first = mapf_policy.perturbed(policies[0], **noise)
+        episode = play(first, instances[0], max_steps=opts.max_steps, frames=True)
+        path = save_animation(episode.frames, opts.gif)
         outcome = "solved" if episode.success else "not solved"
         print(
             f"animation: {path} ({policies[0].name} on {instances[0].source}: {outcome} in"

@@ -113,10 +113,12 @@ class ReplayBuffer:
 
     Args:
         capacity: maximum number of transitions; the oldest are overwritten when full.
-        obs_shape: shape of one observation.
+        obs_shape: shape of one observation (of a transition buffer).
         obs_dtype: dtype observations are stored as.
         action_shape: shape of one action (``()`` for a discrete action).
         action_dtype: dtype actions are stored as.
+        specs: other named fixed-shape fields instead of transitions (see
+            :meth:`from_specs`); ``obs_shape`` and the other field settings are then unused.
         prioritized: use proportional prioritized sampling instead of uniform.
         alpha, beta, beta_final, beta_steps, eps: prioritized sampling settings (ignored when
             ``prioritized`` is false).
@@ -145,11 +147,12 @@ class ReplayBuffer:
     def __init__(
         self,
         capacity: int,
-        obs_shape: tuple[int, ...],
+        obs_shape: tuple[int, ...] | None = None,
         *,
         obs_dtype: np.dtype | type = np.float32,
         action_shape: tuple[int, ...] = (),
         action_dtype: np.dtype | type = np.int64,
+        specs: Mapping[str, tuple[Sequence[int], np.dtype | type]] | None = None,
         prioritized: bool = False,
         alpha: float = 0.6,
         beta: float = 0.4,
@@ -158,47 +161,46 @@ class ReplayBuffer:
         eps: float = 1e-6,
         seed: int | None = None,
     ) -> None:
-        obs_shape = tuple(obs_shape)
-        specs = {
-            "obs": (obs_shape, obs_dtype),
-            "action": (tuple(action_shape), action_dtype),
-            "reward": ((), np.float32),
-            "next_obs": (obs_shape, obs_dtype),
-            "discount": ((), np.float32),
-        }
-        self._setup(
-            capacity,
-            specs,
-            prioritized=prioritized,
-            alpha=alpha,
-            beta=beta,
-            beta_final=beta_final,
-            beta_steps=beta_steps,
-            eps=eps,
-            seed=seed,
-        )
+        if specs is None:
+            if obs_shape is None:
+                raise ValueError("ReplayBuffer needs obs_shape (transitions) or specs")
+            obs_shape = tuple(obs_shape)
+            specs = {
+                "obs": (obs_shape, obs_dtype),
+                "action": (tuple(action_shape), action_dtype),
+                "reward": ((), np.float32),
+                "next_obs": (obs_shape, obs_dtype),
+                "discount": ((), np.float32),
+            }
+        self._storage = RingStorage(capacity, _check_specs(specs))
+        self._sampler: UniformSampler | PrioritizedSampler = UniformSampler()
+        if prioritized:
+            self._sampler = PrioritizedSampler(
+                capacity,
+                alpha=alpha,
+                beta=beta,
+                beta_final=beta_final,
+                beta_steps=beta_steps,
+                eps=eps,
+            )
+        self._rng = np.random.default_rng(seed)
 
     @classmethod
     def from_specs(
         cls,
         capacity: int,
         specs: Mapping[str, tuple[Sequence[int], np.dtype | type]],
-        *,
-        prioritized: bool = False,
-        alpha: float = 0.6,
-        beta: float = 0.4,
-        beta_final: float = 1.0,
-        beta_steps: int = 100_000,
-        eps: float = 1e-6,
-        seed: int | None = None,
+        **sampler: Any,
     ) -> ReplayBuffer:
         """A buffer of arbitrary named fixed-shape fields instead of one-step transitions.
 
         ``specs`` maps each field name to ``(shape, dtype)`` of one item, e.g. the result
         of :meth:`SequenceWriter.specs <shoal.replay.sequence.SequenceWriter.specs>` for
-        recurrent sequences. Items added must have exactly these keys; the other arguments
-        are those of the constructor. Raises ``ValueError`` naming the field whose spec is
-        malformed, or that uses a name ``sample`` reserves (``weights``, ``indices``).
+        recurrent sequences. Items added must have exactly these keys; ``sampler`` takes
+        the constructor's sampling keywords (``prioritized``, ``alpha``, ``beta``,
+        ``beta_final``, ``beta_steps``, ``eps``, ``seed``). Raises ``ValueError`` naming the
+        field whose spec is malformed, or that uses a name ``sample`` reserves
+        (``weights``, ``indices``).
 
         Example:
             >>> import numpy as np
@@ -210,48 +212,7 @@ class ReplayBuffer:
             >>> batch["frames"].shape, batch["frames"].dtype, batch["label"].tolist()
             ((2, 2, 3), dtype('uint8'), [7, 7])
         """
-        buffer = cls.__new__(cls)
-        buffer._setup(
-            capacity,
-            _check_specs(specs),
-            prioritized=prioritized,
-            alpha=alpha,
-            beta=beta,
-            beta_final=beta_final,
-            beta_steps=beta_steps,
-            eps=eps,
-            seed=seed,
-        )
-        return buffer
-
-    def _setup(
-        self,
-        capacity: int,
-        specs: Mapping[str, tuple[tuple[int, ...], np.dtype | type]],
-        *,
-        prioritized: bool,
-        alpha: float,
-        beta: float,
-        beta_final: float,
-        beta_steps: int,
-        eps: float,
-        seed: int | None,
-    ) -> None:
-        """Build storage, sampler and generator; shared by the constructor and from_specs."""
-        self._storage = RingStorage(capacity, specs)
-        self._sampler: UniformSampler | PrioritizedSampler
-        if prioritized:
-            self._sampler = PrioritizedSampler(
-                capacity,
-                alpha=alpha,
-                beta=beta,
-                beta_final=beta_final,
-                beta_steps=beta_steps,
-                eps=eps,
-            )
-        else:
-            self._sampler = UniformSampler()
-        self._rng = np.random.default_rng(seed)
+        return cls(capacity, specs=specs, **sampler)
 
     @property
     def prioritized(self) -> bool:

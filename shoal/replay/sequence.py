@@ -244,9 +244,13 @@ class SequenceWriter:
         if terminated or truncated:
             return self._finish(next_a, terminal=terminated)
         self._last_next_obs = next_a
+        return self._completed()
+
+    def _completed(self) -> list[dict[str, np.ndarray]]:
+        """The items the newest step completed mid-episode: an item is complete once the
+        observation after its last step (the newest step's obs) is in."""
         items = []
         newest = self._steps - 1
-        # An item is complete once the observation after its last step (newest's obs) is in.
         while self._next_start + self._length <= newest:
             end = self._next_start + self._length
             items.append(

@@ -35,6 +35,8 @@ class Runner:
     """(name, dataclass) of the runner's own config section, or None."""
     multi_agent: ClassVar[bool] = False
     """Whether the runner trains several agents in a multi-agent world."""
+    workers_key: ClassVar[str | None] = None
+    """The config key ``shoal train --workers`` sets for this runner (None: it has none)."""
 
     @classmethod
     def check(cls, cfg: Any) -> None:

@@ -116,7 +116,6 @@ def rollout_worker(
     seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
     rng = np.random.default_rng(derive_seed(*seeds))
     actor = build_actor(cfg, spec, rng, source=store)
-    hybrid = spec.hybrid
     index = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
@@ -127,34 +126,33 @@ def rollout_worker(
         ep_meta: dict[str, float] = {}
         for plugin in plugins:
             ep_meta.update(plugin.before_episode(env, actor))
-        seed = derive_seed(*seeds, index, 1)
-        obs, _ = env.reset(seed=seed)
-        observations, actions, rewards = [obs], [], []
-        state = None
-        while True:
-            action, state = actor.select_action(obs, state)
-            obs, reward, term, trunc, _ = env.step(action)
-            observations.append(obs)
-            actions.append(action)
-            rewards.append(float(reward))
-            if term or trunc:
-                break
-        conn.send(
-            Episode(
-                worker=worker,
-                incarnation=incarnation,
-                index=index,
-                obs=np.asarray(observations, dtype=np.float32),
-                actions=np.asarray([a[0] if hybrid else a for a in actions], dtype=np.int64),
-                actions_cont=np.asarray([a[1] for a in actions], np.float32) if hybrid else None,
-                rewards=np.asarray(rewards, dtype=np.float32),
-                terminated=bool(term),
-                truncated=bool(trunc),
-                weights_version=actor.version,
-                meta=ep_meta,
-            )
-        )
+        played = _play_episode(env, actor, derive_seed(*seeds, index, 1), spec.hybrid)
+        ids = {"worker": worker, "incarnation": incarnation, "index": index}
+        conn.send(Episode(**ids, **played, weights_version=actor.version, meta=ep_meta))
         index += 1
+
+
+def _play_episode(env: Any, actor: Any, seed: int, hybrid: bool) -> dict[str, Any]:
+    """One whole episode from ``env.reset(seed=seed)``, as :class:`Episode`'s arrays."""
+    obs, _ = env.reset(seed=seed)
+    observations, actions, rewards = [obs], [], []
+    state = None
+    while True:
+        action, state = actor.select_action(obs, state)
+        obs, reward, term, trunc, _ = env.step(action)
+        observations.append(obs)
+        actions.append(action)
+        rewards.append(float(reward))
+        if term or trunc:
+            break
+    return {
+        "obs": np.asarray(observations, dtype=np.float32),
+        "actions": np.asarray([a[0] if hybrid else a for a in actions], dtype=np.int64),
+        "actions_cont": np.asarray([a[1] for a in actions], np.float32) if hybrid else None,
+        "rewards": np.asarray(rewards, dtype=np.float32),
+        "terminated": bool(term),
+        "truncated": bool(trunc),
+    }
 
 
 @dataclass
@@ -176,6 +174,7 @@ class ProcessesRunner(DQNRunner):
     """
 
     section = ("processes", ProcessesConfig)
+    workers_key = "processes.workers"
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)

@@ -137,6 +137,7 @@ class RayRunner(DQNRunner):
     """Ape-X on Ray: actor actors, a prioritized replay actor, one learner."""
 
     section = ("ray", RayConfig)
+    workers_key = "ray.actors"
     actor_class: Any = RolloutActor
     """What each actor actor is (a class the runner hands to ``ray.remote``)."""
 
