@@ -94,3 +94,16 @@ def test_the_spawn_context_and_the_schedule_rule_are_written_once() -> None:
         "shoal/run/schedule.py"
     ]
     assert git_grep("/ r.train_freq") == [] and git_grep("% r.train_freq") == []
+
+
+def test_functions_fit_on_a_screen() -> None:
+    # Env constructors that only validate their arguments are the exception.
+    long = []
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                env_init = node.name == "__init__" and path.parent.name == "envs"
+                if lines > 60 and not env_init:
+                    long.append(f"{module_name(path)}.{node.name}: {lines} lines")
+    assert long == []

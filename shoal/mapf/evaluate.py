@@ -544,36 +544,28 @@ def _density_arg(values: Sequence[float] | None) -> float | tuple[float, float]:
     raise ConfigError(f"--density: give one density or a LO HI range, got {len(values)} values")
 
 
-def _instances(
-    *,
-    agents: int,
-    map_path: str | os.PathLike | None,
-    scen_paths: Sequence[str | os.PathLike],
-    generate: bool,
-    size: int | None,
-    density: Sequence[float] | None,
-    count: int | None,
-    seed: int,
-) -> list[Instance]:
+def _instances(opts: MapfEvalOptions) -> list[Instance]:
     """The instances the command's flags ask for, or an error naming the flags at odds."""
-    if generate == (map_path is not None):
+    if opts.generate == (opts.map is not None):
         raise ConfigError("mapf eval: give either --map FILE.map --scen FILE.scen or --generate")
-    if generate:
-        if scen_paths:
+    if opts.generate:
+        if opts.scen:
             raise ConfigError("--scen goes with --map, not with --generate")
-        if size is None:
+        if opts.size is None:
             raise ConfigError("--generate needs --size S (the side of the square maps)")
-        n = DEFAULT_INSTANCES if count is None else count
-        return generated_instances(agents, size, n, density=_density_arg(density), seed=seed)
-    flags = (("--size", size), ("--density", density), ("--instances", count))
+        n = DEFAULT_INSTANCES if opts.instances is None else opts.instances
+        density = _density_arg(opts.density)
+        return generated_instances(opts.agents, opts.size, n, density=density, seed=opts.seed)
+    flags = (("--size", opts.size), ("--density", opts.density), ("--instances", opts.instances))
     given = [flag for flag, value in flags if value is not None]
     if given:
         raise ConfigError(
             f"{', '.join(given)}: only with --generate (--map and --scen fix the map)"
         )
-    if not scen_paths:
+    if not opts.scen:
         raise ConfigError("--map needs --scen FILE.scen [FILE.scen ...]")
-    return scenario_instances(map_path, scen_paths, agents)
+    assert opts.map is not None
+    return scenario_instances(opts.map, opts.scen, opts.agents)
 
 
 def _check_output(out: str | os.PathLike | None) -> None:
@@ -599,16 +591,7 @@ def eval_command(opts: MapfEvalOptions) -> EvalReport:
         check_animation_path(opts.gif)
     _check_output(opts.out)
     _check_noise(opts.epsilon, opts.unstick)
-    instances = _instances(
-        agents=opts.agents,
-        map_path=opts.map,
-        scen_paths=opts.scen,
-        generate=opts.generate,
-        size=opts.size,
-        density=opts.density,
-        count=opts.instances,
-        seed=opts.seed,
-    )
+    instances = _instances(opts)
     policies = _policies(opts.run_dir, not opts.no_baselines, opts.checkpoint)
     noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
     report = evaluate(policies, instances, max_steps=opts.max_steps, **noise)

@@ -4,8 +4,9 @@ Each worker (spawned) owns an env and an inference-only copy of the Q-network (n
 optimizer, no replay) and plays whole episodes, which it sends through its own pipe. The
 learner (the caller's process) owns the replay buffer, the networks and the optimizer: it
 gathers ``episodes_per_batch`` episodes from each worker, adds them to replay through the
-n-step writer, takes as many gradient steps as the serial schedule would for the env steps
-collected (or ``learning_steps_per_batch``), and publishes the
+n-step writer, takes the updates the update schedule owes for the env steps collected
+(:class:`~shoal.run.schedule.UpdateSchedule`, the serial rule; or
+``learning_steps_per_batch``), and publishes the
 weights together with the batch's exploration epsilon into a shared-memory
 :class:`~shoal.sync.weights.SharedWeightStore`, from which every worker pulls before its next
 episode (so all workers explore with the same epsilon, optionally spread Ape-X style).

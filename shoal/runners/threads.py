@@ -17,7 +17,7 @@ Here each learner thread
 
 The acting thread (the caller's thread, so Ctrl-C lands there) collects experience with
 the inference copy, evaluates, logs and checkpoints, everything the serial runner does.
-Learners follow the serial schedule (``gradient_steps`` updates every ``train_freq`` env
+Learners follow the update schedule (``gradient_steps`` updates every ``train_freq`` env
 steps): they never run ahead of it, and acting waits when they fall more than ``max_lag``
 updates behind. ``max_lag=0`` is lockstep and, with one learner and ``sync_every=1``,
 reproduces the serial runner exactly; a larger lag lets acting and learning overlap.

@@ -88,7 +88,7 @@ def test_a_lost_replay_actor_stops_the_run_after_a_checkpoint(
 
 
 def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_session):
-    from shoal.agent.builder import build_learner
+    from shoal.agent.builder import build_learner, transition_fields
     from shoal.config import load_config
     from shoal.envs import probe_env
     from shoal.sync.ray_weights import RayWeightStore, WeightServer
@@ -98,7 +98,7 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
     tag = f"test-{time.monotonic_ns()}"
     remote = ray_session.remote
     replay = remote(num_cpus=0)(apex.ReplayActor).options(name=f"shoal-replay-{tag}")
-    replay = replay.remote(cfg, spec)
+    replay = replay.remote(cfg, spec, transition_fields(spec))
     server = remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}").remote()
     store = RayWeightStore(server)
     store.publish(build_learner(cfg, spec).weights(), {"epsilon": 1.0})

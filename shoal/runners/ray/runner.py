@@ -309,7 +309,7 @@ class RayRunner(DQNRunner):
         return self.replay_size >= self.cfg.dqn.batch_size
 
     def learn(self, step: int, new_steps: int) -> None:
-        """The updates the serial schedule owes for ``new_steps`` env steps, each on a
+        """The updates the update schedule owes for the env steps taken, each on a
         prefetched batch; new priorities go back, weights out every ``publish_every``."""
         c = self.cfg.ray
         # Asked only once replay holds a batch: the updates owed until then are taken as
