@@ -6,19 +6,15 @@ flag, a list takes one or more values, ``X | None`` is optional), its default th
 argument's default, its docstring the ``--help`` line; :func:`option` adds what a type
 cannot say (a metavar, the choices, a positional argument).
 
-Example:
+Example (``shoal mapf eval``'s options, some of them in another parser):
     >>> import argparse
-    >>> from dataclasses import dataclass
-    >>> @dataclass
-    ... class Opts:
-    ...     steps: int = option(10, metavar="N")
-    ...     '''Env steps to take.'''
-    ...     fast: bool = False
-    ...     '''Skip the slow part.'''
+    >>> from shoal.mapf.options import MapfEvalOptions
     >>> parser = argparse.ArgumentParser()
-    >>> add_options(parser, Opts)
-    >>> parse_options(Opts, parser.parse_args(["--steps", "3", "--fast"]))
-    Opts(steps=3, fast=True)
+    >>> add_options(parser, MapfEvalOptions, only=("seed", "no_baselines"))
+    >>> args = parser.parse_args(["--seed", "3", "--no-baselines"])
+    >>> opts = parse_options(MapfEvalOptions, args, run_dir="-", agents=4)
+    >>> opts.seed, opts.no_baselines, opts.max_steps
+    (3, True, 256)
 """
 
 from __future__ import annotations
