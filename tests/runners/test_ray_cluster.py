@@ -55,8 +55,10 @@ def wait_for_nodes(address: str, env: dict, *, count: int, timeout: float = 60.0
     """Until the cluster at ``address`` has ``count`` live nodes: ``ray start`` of a second
     node returns before the head counts it, and on a loaded machine a run that starts then
     places both actors' work on the head alone."""
-    probe = (
-        f"import ray; ray.init(address={address!r}); print(sum(n['Alive'] for n in ray.nodes()))"
+    probe = (  # live nodes whose CPUs the scheduler counts (one each here)
+        f"import ray; ray.init(address={address!r}); "
+        "print(min(sum(n['Alive'] for n in ray.nodes()), "
+        "int(ray.available_resources().get('CPU', 0))))"
     )
     deadline = time.monotonic() + timeout
     alive = 0
