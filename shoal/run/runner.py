@@ -133,5 +133,9 @@ class Runner:
         return {"schedule": self.schedule.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved."""
-        self.schedule.load_state_dict(state["schedule"])
+        """Restore what :meth:`state_dict` saved. A checkpoint written before the update
+        schedule was checkpointed resumes owing what the rule owes from its step on."""
+        if "schedule" in state:
+            self.schedule.load_state_dict(state["schedule"])
+        else:
+            self.schedule.granted = self.schedule.due(state["loop"]["step"])

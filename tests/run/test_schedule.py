@@ -88,3 +88,12 @@ def test_a_step_before_the_last_owes_nothing() -> None:
 def test_rejects_a_schedule_that_is_not_one(bad: tuple[int, int, int]) -> None:
     with pytest.raises(ValueError, match="not a schedule"):
         UpdateSchedule(*bad)
+
+
+def test_a_checkpoint_from_before_the_schedule_resumes_on_the_rule() -> None:
+    from shoal.config import load_config
+    from shoal.run.runner import Runner
+
+    runner = Runner(load_config("cartpole", ["run.learning_starts=10", "run.train_freq=4"]))
+    runner.load_state_dict({"loop": {"step": 30}})  # no "schedule" entry
+    assert runner.schedule.owe(30) == 0 and runner.schedule.owe(32) == 1
