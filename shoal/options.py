@@ -86,9 +86,9 @@ def add_options(
         meta = f.metadata
         default = (defaults or {}).get(f.name, _default(f))
         tp, many = _value_type(hints[f.name])
-        kwargs: dict[str, Any] = {"help": docs.get(f.name, "")}
-        if tp is bool:
-            kwargs["action"] = "store_true"
+        kwargs: dict[str, Any] = {"help": docs.get(f.name, "").replace("%", "%%")}
+        if tp is bool:  # a flag; one that is on by default also gets --no-NAME
+            kwargs["action"] = argparse.BooleanOptionalAction if default else "store_true"
         else:
             kwargs.update(type=meta.get("type") or tp, metavar=meta.get("metavar"))
             if meta.get("choices"):
@@ -96,6 +96,8 @@ def add_options(
             if many:
                 kwargs["nargs"] = "+"
         if meta.get("positional"):
+            if default is not dataclasses.MISSING:
+                kwargs.update(nargs="?", default=default)
             parser.add_argument(f.name, **kwargs)
             continue
         if default is dataclasses.MISSING:

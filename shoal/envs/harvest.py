@@ -555,7 +555,6 @@ class HarvestEnv(ParallelEnv):
         """Nothing to release."""
 
 
-@functools.lru_cache(maxsize=8)
 def make_harvest(num_agents: int, max_turns: int) -> HarvestEnv:
     """The harvest world the agents runner trains in: the default map up to 12 agents, a
     generated one of the right size beyond."""
@@ -563,6 +562,7 @@ def make_harvest(num_agents: int, max_turns: int) -> HarvestEnv:
     return HarvestEnv(num_agents, layout=layout, max_turns=max_turns)
 
 
+@functools.lru_cache(maxsize=8)
 def _agent_colours(k: int) -> np.ndarray:
     """``k`` distinct bright colours, uint8 ``(k, 3)``, hues spaced by the golden ratio."""
     h = (np.arange(k) * 0.618033988749895) % 1.0

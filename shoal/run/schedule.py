@@ -66,6 +66,11 @@ class UpdateSchedule:
         self.granted += owed
         return owed
 
+    def give_back(self, updates: int) -> None:
+        """Updates handed out and not taken (a run cut mid-learning): owed again at the
+        next :meth:`owe`, so the checkpoint written after the cut keeps them owed."""
+        self.granted -= updates
+
     def state_dict(self) -> dict[str, int]:
         """What a checkpoint keeps: the updates handed out."""
         return {"granted": self.granted}

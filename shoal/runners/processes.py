@@ -162,7 +162,7 @@ class _Slot:
     incarnation: int
     last_heard: float
     budget: RestartBudget
-    """Restarts since this worker last delivered an episode."""
+    """This worker's failures in a row (since it last delivered an episode)."""
 
 
 class ProcessesRunner(DQNRunner):

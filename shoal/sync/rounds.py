@@ -132,7 +132,14 @@ class RoundThreads:
         finally:
             with self._cond:
                 self._pause -= 1
+                self._last_progress = time.monotonic()  # held, not hung
                 self._cond.notify_all()
+
+    @property
+    def pending(self) -> int:
+        """Rounds scheduled and not yet completed."""
+        with self._cond:
+            return self._scheduled - self._completed
 
     def raise_if_failed(self) -> None:
         """Raise a thread's failure, if one failed, in the caller's thread."""

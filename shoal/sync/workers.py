@@ -78,6 +78,9 @@ class WorkerProcess:
         self.proc = SPAWN.Process(target=target, args=(*args, child), name=name, daemon=True)
         try:
             self.proc.start()
+        except BaseException:
+            self.conn.close()
+            raise
         finally:
             child.close()
 

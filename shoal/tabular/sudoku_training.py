@@ -172,7 +172,11 @@ def _worker(
     one, and reports 'done'."""
     # The parent stops the workers through ``stop`` (Ctrl-C is ignored here), so each
     # still saves what it learned.
-    child_prologue(torch_threads=None)
+    parent_alive = child_prologue(torch_threads=None)
+
+    def stopped() -> bool:  # a parent killed with SIGKILL cannot set ``stop``
+        return stop.is_set() or not parent_alive()
+
     try:
         if handle is not None:
             table = SharedQTable.attach(handle)
@@ -185,12 +189,12 @@ def _worker(
         for pid, text in chunk:
             first = None
             for episode in range(1, cfg.episodes_per_puzzle + 1):
-                if stop.is_set():
+                if stopped():
                     break
                 if agent.run_episode(env, text, rng).solved:
                     first = episode
                     break
-            if stop.is_set():
+            if stopped():
                 break
             reports.put(("puzzle", pid, worker, first))
         if handle is None:

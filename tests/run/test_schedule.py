@@ -97,3 +97,33 @@ def test_a_checkpoint_from_before_the_schedule_resumes_on_the_rule() -> None:
     runner = Runner(load_config("cartpole", ["run.learning_starts=10", "run.train_freq=4"]))
     runner.load_state_dict({"loop": {"step": 30}})  # no "schedule" entry
     assert runner.schedule.owe(30) == 0 and runner.schedule.owe(32) == 1
+
+
+def test_updates_given_back_are_owed_again() -> None:
+    s = UpdateSchedule(learning_starts=0, train_freq=1, gradient_steps=1)
+    assert s.owe(10) == 10
+    s.give_back(4)  # a run cut after 6 of them
+    assert s.owe(10) == 4 and s.owe(11) == 1
+
+
+def test_a_learning_loop_cut_by_an_error_leaves_its_untaken_updates_owed(tmp_path, tiny) -> None:
+    from shoal.config import load_config
+    from shoal.runners.serial import SerialRunner
+
+    runner = SerialRunner(load_config("cartpole", tiny(run__learning_starts=0, run__train_freq=1)))
+    while len(runner.replay) < 20:
+        runner.collect(0)
+    calls, step = [0], runner.learner.step
+
+    def fail_on_the_third(batch):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise KeyboardInterrupt
+        return step(batch)
+
+    runner.learner.step = fail_on_the_third
+    owed = runner.schedule.owe(5)
+    with pytest.raises(KeyboardInterrupt):
+        runner.learn_steps(owed)
+    assert runner.learner.updates == 2 and runner.schedule.granted == 2
+    runner.close()

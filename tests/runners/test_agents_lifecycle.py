@@ -230,8 +230,9 @@ def test_ctrl_c_during_async_learning_checkpoints_stops_the_thread_and_resumes(
 def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
     tmp_path, tiny, monkeypatch, capfd, harvest
 ):
-    # The first phase owes every round of the 1200 turns before learning starts: 300
-    # rounds of 10 ms, 3 s. Ctrl-C lands just after it has begun.
+    # The first phase is the first training point's rounds (learning starts at turn 1200,
+    # one point, 300 gradient steps): 300 rounds of 10 ms, 3 s. Ctrl-C lands just after it
+    # has begun.
     original_round, original_collect = AgentsRunner.train_round, AgentsRunner.collect
     in_round, pressed = threading.Event(), {}
 
@@ -254,6 +255,8 @@ def test_ctrl_c_does_not_wait_for_the_learning_threads_whole_phase(
         agents__step_timeout=1.0,
         run__total_steps=3000,
         run__learning_starts=1200,
+        run__train_freq=4,
+        run__gradient_steps=300,
         run__eval_every=100000,
         run__checkpoint_every=100000,
     )
@@ -374,3 +377,25 @@ def test_continuous_actions_are_rejected_before_any_work(tmp_path, tiny, monkeyp
     assert "\n" not in str(info.value)
     assert not (tmp_path / "r").exists()
     assert not shoal_threads()
+
+
+def test_rounds_pending_at_a_checkpoint_are_taken_after_the_resume(tmp_path, tiny, harvest):
+    # A checkpoint pauses the learning thread between rounds: rounds handed to it and not
+    # yet taken are in the schedule's count, so the checkpoint must keep them too.
+    cfg = shoal.load_config("cartpole", harvest(agents__async_learning="true"))
+    cfg.agents.async_mode = "thread"
+    runner = AgentsRunner(cfg)
+    runner.start()
+    try:
+        with runner.checkpoint_guard():
+            runner._thread.schedule(3)  # no round can start while paused
+            state = runner.state_dict()
+            runner.stop()
+    finally:
+        runner.stop()
+        runner.close()
+    assert state["pending_rounds"] == 3
+    resumed = AgentsRunner(cfg)
+    resumed.load_state_dict({**state, "loop": {"step": 0}})
+    assert resumed._thread.pending == 3
+    resumed.close()

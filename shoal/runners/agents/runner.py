@@ -305,8 +305,14 @@ class AgentsRunner(Runner):
         if self._thread is not None:
             self._thread.schedule(rounds)
             return
-        for _ in range(rounds):
-            self.loss = self.train_round(self.group)
+        taken = 0
+        try:
+            for _ in range(rounds):
+                self.loss = self.train_round(self.group)
+                taken += 1
+        except BaseException:  # Ctrl-C or a failure: what was not taken stays owed
+            self.schedule.give_back(rounds - taken)
+            raise
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -393,6 +399,9 @@ class AgentsRunner(Runner):
             "replays": [b.state_dict() for b in self.replays],
             "rng": {"actions": [g.bit_generator.state for g in self.actor.rngs]},
             "epochs": self.epochs,
+            # Rounds handed to the learning thread and not taken when the checkpoint was
+            # written (it pauses between rounds): a resumed run takes them first.
+            "pending_rounds": self._thread.pending if self._thread is not None else 0,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -408,3 +417,9 @@ class AgentsRunner(Runner):
             g.bit_generator.state = s
         super().load_state_dict(state)
         self.epochs = state["epochs"]
+        pending = int(state.get("pending_rounds", 0))
+        if pending and self._thread is not None:
+            self._thread.reset(0, pending)
+        elif pending:  # resumed without the thread: take them here
+            for _ in range(pending):
+                self.loss = self.train_round(self.group)

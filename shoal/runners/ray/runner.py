@@ -316,18 +316,24 @@ class RayRunner(DQNRunner):
         # soon as it does.
         if step < self.cfg.run.learning_starts or not self._replay_ready():
             return
-        t0 = time.perf_counter()
-        for _ in range(self.schedule.owe(step)):
-            batch = self._batch()
-            info = self.learner.step(self.learner.make_batch(batch))
-            self.samples.append(
-                self.replay_actor.update_and_sample.remote(
-                    batch["indices"], batch["generations"], info.td_errors, self.cfg.dqn.batch_size
+        t0, owed, taken = time.perf_counter(), self.schedule.owe(step), 0
+        size = self.cfg.dqn.batch_size
+        try:
+            for _ in range(owed):
+                batch = self._batch()
+                info = self.learner.step(self.learner.make_batch(batch))
+                self.samples.append(
+                    self.replay_actor.update_and_sample.remote(
+                        batch["indices"], batch["generations"], info.td_errors, size
+                    )
                 )
-            )
-            self.loss = info.loss
-            if self.learner.updates % c.publish_every == 0:
-                self._publish(step)
+                self.loss = info.loss
+                taken += 1
+                if self.learner.updates % c.publish_every == 0:
+                    self._publish(step)
+        except BaseException:  # a lost replay or Ctrl-C: what was not taken stays owed
+            self.schedule.give_back(owed - taken)
+            raise
         self._learn_s += time.perf_counter() - t0
 
     def _publish(self, step: int) -> None:
