@@ -201,9 +201,7 @@ def play_run(
     seed derived from ``seed`` (default: the run's seed + 1, starts its evaluations never
     saw) and k, so two runs, or trained and random agents (``epsilon=1``), meet the same
     worlds."""
-    from shoal.run.evaluation import EVAL_STREAM
-    from shoal.run.seeding import derive_seed
-    from shoal.runners.agents.epochs import checkpoint_weights, play_epochs
+    from shoal.runners.agents.epochs import play_checkpoint
 
     cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
     if not _multi_agent(cfg):
@@ -212,9 +210,7 @@ def play_run(
             "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
         )
     base = cfg.run.seed + 1 if seed is None else seed
-    seeds = [derive_seed(base, EVAL_STREAM, k) for k in range(episodes)]
-    params = checkpoint_weights(state["learner"])
-    return play_epochs(cfg, seeds, epsilon=epsilon, params=params)
+    return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
 
 
 def plot(run_dir: str | Path) -> Path:

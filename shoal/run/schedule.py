@@ -11,10 +11,13 @@ handed out is checkpointed, a resumed run owes exactly what the uninterrupted ru
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["UpdateSchedule"]
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -49,9 +52,9 @@ class UpdateSchedule:
 
     def due(self, step: int) -> int:
         """Updates the rule owes in all once ``step`` env steps are taken."""
-        if step < max(self.learning_starts, 1):
-            return 0
         first = max(self.learning_starts, 1)  # the first step that may be a training point
+        if step < first:
+            return 0
         points = step // self.train_freq - (first - 1) // self.train_freq
         return points * self.gradient_steps
 
@@ -70,6 +73,20 @@ class UpdateSchedule:
         """Updates handed out and not taken (a run cut mid-learning): owed again at the
         next :meth:`owe`, so the checkpoint written after the cut keeps them owed."""
         self.granted -= updates
+
+    def take(self, updates: int, update: Callable[[], T]) -> T | None:
+        """Call ``update`` ``updates`` times (updates :meth:`owe` handed out) and return
+        its last result (None for none); those a failure or Ctrl-C cuts off are given
+        back."""
+        taken, last = 0, None
+        try:
+            for _ in range(updates):
+                last = update()
+                taken += 1
+        except BaseException:
+            self.give_back(updates - taken)
+            raise
+        return last
 
     def state_dict(self) -> dict[str, int]:
         """What a checkpoint keeps: the updates handed out."""

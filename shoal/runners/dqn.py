@@ -110,21 +110,17 @@ class DQNRunner(Runner):
     def learn_steps(self, steps: int) -> float:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
         last loss. Steps a failure or Ctrl-C cut off go back to the schedule."""
-        loss = float("nan")
         if len(self.replay) == 0:  # n-step windows still open (learning_starts < n_step)
-            return loss
-        taken = 0
-        try:
-            for _ in range(steps):
-                sample = self.replay.sample(self.cfg.dqn.batch_size)
-                info = self.learner.step(self.learner.make_batch(sample))
-                self.replay.update_priorities(sample["indices"], info.td_errors)
-                loss = info.loss
-                taken += 1
-        except BaseException:
-            self.schedule.give_back(steps - taken)
-            raise
-        return loss
+            return float("nan")
+        loss = self.schedule.take(steps, self._learn_step)
+        return float("nan") if loss is None else loss
+
+    def _learn_step(self) -> float:
+        """One gradient step on a replay sample, with priority updates; its loss."""
+        sample = self.replay.sample(self.cfg.dqn.batch_size)
+        info = self.learner.step(self.learner.make_batch(sample))
+        self.replay.update_priorities(sample["indices"], info.td_errors)
+        return info.loss
 
     def learner_actor(self) -> Any:
         """An actor on the learner's own live weights (evaluation in serial runs)."""

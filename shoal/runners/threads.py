@@ -95,7 +95,6 @@ class ThreadsRunner(SerialRunner):
             error=LearnerThreadError,
         )
         """The learner threads: one round is one update."""
-        self.rounds.reset(self.learner.updates, self.learner.updates)
         self._stats = threading.Lock()  # the latest loss and the staleness since a tick
         self._staleness: list[int] = []
 

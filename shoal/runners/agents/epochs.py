@@ -29,6 +29,7 @@ from shoal.envs.parallel import (
     probe_parallel_env,
 )
 from shoal.envs.social_metrics import EpisodeMetrics
+from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.seeding import derive_seed
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "build_player",
     "checkpoint_weights",
     "epoch_seed",
+    "play_checkpoint",
     "play_epochs",
 ]
 
@@ -179,6 +181,16 @@ def play_epochs(
         return [player.play(epsilon, seed, store=False) for seed in seeds]
     finally:
         env.close()
+
+
+def play_checkpoint(
+    cfg: Config, learner_state: Any, episodes: int, seed: int, *, epsilon: float = 0.0
+) -> list[EpochResult]:
+    """``episodes`` epochs of a checkpoint's agents (its ``learner`` entry), episode k reset
+    with a seed derived from ``seed`` and k, so two runs, or trained and random agents,
+    meet the same worlds."""
+    seeds = [derive_seed(seed, EVAL_STREAM, k) for k in range(episodes)]
+    return play_epochs(cfg, seeds, epsilon=epsilon, params=checkpoint_weights(learner_state))
 
 
 def checkpoint_weights(learner_state: Any) -> dict[str, torch.Tensor]:

@@ -47,9 +47,8 @@ from shoal.runners.agents.epochs import (
     EpochPlayer,
     EpochResult,
     actor_rngs,
-    checkpoint_weights,
     epoch_seed,
-    play_epochs,
+    play_checkpoint,
 )
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rounds import RoundThreads, RoundThreadsError
@@ -118,8 +117,7 @@ class AgentsRunner(Runner):
     ) -> np.ndarray:
         """Collective greedy returns of the checkpoint's agents, episode k reset with a
         seed derived from ``seed`` and k."""
-        seeds = [derive_seed(seed, EVAL_STREAM, k) for k in range(episodes)]
-        played = play_epochs(cfg, seeds, params=checkpoint_weights(state["learner"]))
+        played = play_checkpoint(cfg, state["learner"], episodes, seed)
         return np.array([float(r.returns.sum()) for r in played])
 
     def __init__(self, cfg: Config) -> None:
@@ -305,14 +303,7 @@ class AgentsRunner(Runner):
         if self._thread is not None:
             self._thread.schedule(rounds)
             return
-        taken = 0
-        try:
-            for _ in range(rounds):
-                self.loss = self.train_round(self.group)
-                taken += 1
-        except BaseException:  # Ctrl-C or a failure: what was not taken stays owed
-            self.schedule.give_back(rounds - taken)
-            raise
+        self.loss = self.schedule.take(rounds, lambda: self.train_round(self.group))
 
     # --- lifecycle --------------------------------------------------------------------------------
     def start(self) -> None:

@@ -311,30 +311,26 @@ class RayRunner(DQNRunner):
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the update schedule owes for the env steps taken, each on a
         prefetched batch; new priorities go back, weights out every ``publish_every``."""
-        c = self.cfg.ray
         # Asked only once replay holds a batch: the updates owed until then are taken as
         # soon as it does.
         if step < self.cfg.run.learning_starts or not self._replay_ready():
             return
-        t0, owed, taken = time.perf_counter(), self.schedule.owe(step), 0
-        size = self.cfg.dqn.batch_size
-        try:
-            for _ in range(owed):
-                batch = self._batch()
-                info = self.learner.step(self.learner.make_batch(batch))
-                self.samples.append(
-                    self.replay_actor.update_and_sample.remote(
-                        batch["indices"], batch["generations"], info.td_errors, size
-                    )
-                )
-                self.loss = info.loss
-                taken += 1
-                if self.learner.updates % c.publish_every == 0:
-                    self._publish(step)
-        except BaseException:  # a lost replay or Ctrl-C: what was not taken stays owed
-            self.schedule.give_back(owed - taken)
-            raise
+        t0 = time.perf_counter()
+        self.schedule.take(self.schedule.owe(step), lambda: self._apex_update(step))
         self._learn_s += time.perf_counter() - t0
+
+    def _apex_update(self, step: int) -> None:
+        """One update on a prefetched batch; its priorities go back with the next request."""
+        batch = self._batch()
+        info = self.learner.step(self.learner.make_batch(batch))
+        self.samples.append(
+            self.replay_actor.update_and_sample.remote(
+                batch["indices"], batch["generations"], info.td_errors, self.cfg.dqn.batch_size
+            )
+        )
+        self.loss = info.loss
+        if self.learner.updates % self.cfg.ray.publish_every == 0:
+            self._publish(step)
 
     def _publish(self, step: int) -> None:
         self.store.publish(self.learner.weights(), {"epsilon": self.epsilon(step)})
