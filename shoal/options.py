@@ -104,8 +104,8 @@ def add_options(
             kwargs["required"] = True
         else:
             kwargs["default"] = default
-            shown = default is None or default is False or default == []
-            if not shown and "default" not in kwargs["help"]:
+            unset = default is None or default is False or default == []  # says nothing
+            if not unset and "default" not in kwargs["help"]:
                 kwargs["help"] = _with_default(kwargs["help"], default)
         parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, **kwargs)
 
