@@ -75,6 +75,13 @@ class EnvConfig:
     step_cost_kind: str = param("sleep", choices=("sleep", "spin"))
     """How the extra cost is spent: 'sleep' (GIL released, like a simulator in C) or
     'spin' (GIL held, like a pure-Python env)."""
+    num_envs: int = param(1, gt=0)
+    """Envs each actor steps side by side, with one batched forward for all of them (the
+    serial runner, the threads runner's acting thread, each rollout worker, each Ray actor)."""
+    vector: str = param("sync", choices=("sync", "async", "envpool"))
+    """How an actor's envs are stepped: 'sync' (gymnasium's SyncVectorEnv, in the actor's
+    process), 'async' (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's
+    C++ pool, outside the GIL; an optional extra, for the ids envpool knows)."""
 
 
 @dataclass

@@ -137,6 +137,25 @@ class Actor:
             q = mask_illegal(q, x)
         return q.argmax(dim=1).cpu().numpy()
 
+    def act(self, obs: np.ndarray, epsilons: np.ndarray) -> Any:
+        """Epsilon-greedy actions for a batch of observations, row i exploring with
+        ``epsilons[i]``, with one forward pass for the whole batch (none when every row
+        explores). For one row it draws exactly what :meth:`select_action` draws, so a run
+        with one env repeats the single-env actor's choices."""
+        explore = self.rng.random(len(obs)) < epsilons
+        actions = np.empty(len(obs), np.int64)
+        if not explore.all():
+            actions[~explore] = self.greedy(obs[~explore])
+        for i in np.flatnonzero(explore):
+            actions[i] = self._random_action(obs[i])
+        return actions
+
+    def _random_action(self, obs: np.ndarray) -> int:
+        """A uniformly random (legal, if masked) action."""
+        if self.action_mask:
+            return int(self.rng.choice(np.flatnonzero(obs[-self.n_actions :] > 0.5)))
+        return int(self.rng.integers(self.n_actions))
+
     def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
         """An epsilon-greedy action for one observation, and the next recurrent state
         (``None`` in, at an episode's start, means :meth:`initial_state`). A recurrent

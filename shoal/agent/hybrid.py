@@ -340,6 +340,26 @@ class HybridActor(Actor):
         a, x = self.greedy_both(obs)
         return [(int(ai), xi) for ai, xi in zip(a, x)]
 
+    def act(self, obs: np.ndarray, epsilons: np.ndarray) -> list[tuple[int, np.ndarray]]:
+        """Exploring ``(discrete, continuous)`` actions for a batch of observations, one
+        forward pass for the rows that do not explore (one row draws what
+        :meth:`select_action` draws)."""
+        rng = self.rng
+        explore = rng.random(len(obs)) < epsilons
+        greedy = iter(zip(*self.greedy_both(obs[~explore]))) if not explore.all() else None
+        out = []
+        for i, random in enumerate(explore):
+            if random:
+                x = rng.uniform(self.low, self.high).astype(np.float32)
+                out.append((self._random_action(obs[i]), x))
+                continue
+            assert greedy is not None
+            a, x = next(greedy)
+            if self.noise_std > 0:
+                x = x + rng.normal(0.0, self.noise_std, len(x)) * (self.high - self.low) / 2
+            out.append((int(a), np.clip(x, self.low, self.high).astype(np.float32)))
+        return out
+
     def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
         """An exploring ``(discrete, continuous)`` action for one observation."""
         rng = self.rng

@@ -27,6 +27,7 @@ from shoal.agent.builder import (
 from shoal.agent.learner import Learner
 from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
+from shoal.envs.vector import check_engine
 from shoal.run.evaluation import evaluate
 from shoal.run.runner import Runner
 
@@ -40,7 +41,9 @@ class DQNRunner(Runner):
     # --- hooks that build the parts ---------------------------------------------------------
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """Make the env once to read it (a bad env id fails before any work)."""
+        """Make the env once to read it (a bad env id, or an engine that cannot step it,
+        fails before any work)."""
+        check_engine(cfg.env)
         cls.probe(cfg)
 
     @classmethod

@@ -1,26 +1,29 @@
 """The serial runner: collect, store and learn in one loop. The oracle for every other runner.
 
-Each step: pick an epsilon-greedy action, step the env, push the transition through the
-n-step writer into replay, and take the updates the update schedule owes
+Each step: pick epsilon-greedy actions for the actor's ``env.num_envs`` envs with one
+batched forward, step them, push each env's transition through its own n-step writer into
+replay, and take the updates the update schedule owes for the env steps taken
 (``gradient_steps`` every ``train_freq`` steps).
 
-Checkpoints fall on episode boundaries: an env's internals cannot be saved in general,
-but a fresh episode can be re-created exactly because every reset is seeded from
-(run seed, episode index). Resuming from such a checkpoint therefore continues exactly as
-the uninterrupted run would. A run cut mid-episode (Ctrl-C, or stopping once solved) ends
-that episode as truncated, so its transitions still bootstrap correctly.
+Every reset is seeded from (run seed, episode index, env index), and a checkpoint holds
+each env's actions since its episode began, so a resumed run re-creates the running
+episodes and continues exactly as the uninterrupted run would (sync engine); so does a run
+that ended and is extended. A run cut by Ctrl-C or an error ends its episodes as truncated,
+so their transitions still bootstrap correctly.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
 
 from shoal.agent.actor import Actor
+from shoal.agent.batch_actor import BatchActor, write_steps
 from shoal.agent.builder import build_actor, build_nstep
 from shoal.config import Config
-from shoal.envs import make_env
+from shoal.envs.vector import make_vector_env
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -31,7 +34,6 @@ TRAIN_STREAM = 0
 """Seed stream of training env resets."""
 ACTION_STREAM = 3
 """Seed stream of exploration (epsilon-greedy) draws."""
-_ONE_STEP = Collected(1)
 
 
 class SerialRunner(DQNRunner):
@@ -47,16 +49,13 @@ class SerialRunner(DQNRunner):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
-        self.nstep = build_nstep(cfg)
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
-        self.env = make_env(cfg.env)
         self.actor = self.make_actor()
-        self.resets = 0
-        """Episodes started so far: episode k's reset is seeded from (seed, k)."""
-        self.obs: np.ndarray | None = None
-        self.state: Any = None
-        """The actor's recurrent state in the current episode (None: feed-forward)."""
-        self.ep_return, self.ep_len = 0.0, 0
+        envs = make_vector_env(cfg.env, cfg.env.num_envs, derive_seed(cfg.run.seed, TRAIN_STREAM))
+        self.acting = BatchActor(self.actor, envs, (cfg.run.seed, TRAIN_STREAM))
+        """The actor's envs and their episodes."""
+        self.writers = [build_nstep(cfg) for _ in range(cfg.env.num_envs)]
+        """One n-step writer per env: steps of different envs never share a window."""
 
     def eval_actor(self) -> Actor:
         """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
@@ -74,26 +73,15 @@ class SerialRunner(DQNRunner):
         )
 
     def collect(self, step: int) -> Collected:
-        """One env step with the epsilon of ``step``; its n-step transitions go to replay."""
-        if self.obs is None:
-            seed = derive_seed(self.cfg.run.seed, TRAIN_STREAM, self.resets)
-            self.obs, _ = self.env.reset(seed=seed)
-        self.actor.epsilon = self.epsilon(step)
-        action, self.state = self.actor.select_action(self.obs, self.state)
-        next_obs, reward, term, trunc, _ = self.env.step(action)
-        self.ep_return += float(reward)
-        self.ep_len += 1
-        self.add_to_replay(self.nstep.append(self.obs, action, reward, next_obs, term, trunc))
-        self.obs = next_obs
-        if not (term or trunc):
-            return _ONE_STEP
-        episode = (self.ep_return, self.ep_len)
-        self._next_episode()
-        return Collected(1, (episode,))
-
-    def _next_episode(self) -> None:
-        self.resets += 1
-        self.obs, self.state, self.ep_return, self.ep_len = None, None, 0.0, 0
+        """One step of every env with the epsilon of ``step``; the n-step transitions go to
+        replay."""
+        self.acting.epsilons[:] = self.epsilon(step)
+        got = self.acting.step()
+        self.add_to_replay(write_steps(self.writers, got))
+        if not got.finished:
+            return Collected(got.count)
+        episodes = [(f.ret, f.length) for f in got.finished]
+        return Collected(got.count, episodes, side_by_side=True)
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
@@ -106,30 +94,42 @@ class SerialRunner(DQNRunner):
         """``updates`` are due (serial: take them here and now)."""
         self.loss = self.learn_steps(updates)
 
-    def at_boundary(self) -> bool:
-        """Between episodes (the next reset is re-created exactly on resume)."""
-        return self.obs is None
-
     def finish(self) -> None:
-        """Flush a partial episode (stopped once solved)."""
-        self.interrupt()
+        """Nothing to flush: the final checkpoint keeps the running episodes and their open
+        n-step windows, so a run extended with ``--resume`` continues them exactly."""
 
     def interrupt(self) -> None:
         """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
-        the last observation, and a resumed run starts the next episode (next seed)."""
-        self.add_to_replay(self.nstep.flush())
-        if self.ep_len > 0:
-            self._next_episode()
+        the last observation, and a resumed run starts the next episodes (next seeds)."""
+        self._flush()
+        self.acting.cut()
+
+    def _flush(self) -> None:
+        for writer in self.writers:
+            self.add_to_replay(writer.flush())
+
+    def close(self) -> None:
+        """Close the actor's envs and the evaluation envs."""
+        self.acting.close()
+        super().close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The base state plus exploration draws and the reset counter."""
+        """The base state plus exploration draws, the envs' episodes and the open n-step
+        windows."""
         state = super().state_dict()
         state["rng"]["actions"] = self.rng.bit_generator.state
-        state["resets"] = self.resets
+        state["acting"] = self.acting.state_dict()
+        state["writers"] = self.writers
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved."""
+        """Restore what :meth:`state_dict` saved (a checkpoint from before batching, taken
+        between episodes, holds only the reset count)."""
         super().load_state_dict(state)
         self.rng.bit_generator.state = state["rng"]["actions"]
-        self.resets = int(state["resets"])
+        if "acting" not in state:
+            self.acting.episodes[0] = int(state["resets"])
+            return
+        self.writers = copy.deepcopy(state["writers"])
+        if not self.acting.load_state_dict(state["acting"]):
+            self._flush()  # the episodes could not be re-created: they end here
