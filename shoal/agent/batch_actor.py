@@ -27,7 +27,7 @@ from shoal.agent.actor import Actor
 from shoal.envs.vector import VectorEnvs
 from shoal.run.seeding import derive_seed
 
-__all__ = ["BatchActor", "Finished", "Steps", "write_steps"]
+__all__ = ["BatchActor", "Finished", "Steps", "write_row", "write_steps"]
 
 
 @dataclass(frozen=True)
@@ -234,17 +234,20 @@ class BatchActor:
         return True
 
 
+def write_row(writer: Any, steps: Steps, i: int) -> list[dict[str, Any]]:
+    """Feed env ``i``'s transition of ``steps`` to its n-step writer; the transitions it
+    completes."""
+    return writer.append(
+        steps.obs[i],
+        steps.actions[i],
+        float(steps.rewards[i]),
+        steps.next_obs[i],
+        bool(steps.terminated[i]),
+        bool(steps.truncated[i]),
+    )
+
+
 def write_steps(writers: list[Any], steps: Steps) -> list[dict[str, Any]]:
     """Feed each transition row of ``steps`` to its env's n-step writer; the transitions
     they complete, env by env."""
-    out: list[dict[str, Any]] = []
-    for i in steps.rows():
-        out += writers[i].append(
-            steps.obs[i],
-            steps.actions[i],
-            float(steps.rewards[i]),
-            steps.next_obs[i],
-            bool(steps.terminated[i]),
-            bool(steps.truncated[i]),
-        )
-    return out
+    return [t for i in steps.rows() for t in write_row(writers[i], steps, i)]

@@ -144,6 +144,11 @@ class SelfPlayConfig:
                 f"config key 'selfplay.enabled': needs run.runner = 'processes', "
                 f"got {cfg.run.runner!r}"
             )
+        if cfg.env.vector != "sync":
+            raise ConfigError(
+                f"config key 'selfplay.enabled': needs env.vector = 'sync' (the opponent is "
+                f"loaded into each env in the worker), got {cfg.env.vector!r}"
+            )
         from shoal.envs import make_env
 
         env = make_env(cfg.env)
@@ -249,15 +254,21 @@ class OpponentLoader:
         self.store = store
         self.version = -1
         self.opponent = -1
-        self.net: Any = None
+        self.policy: Callable[..., int] | None = None
+        self.loaded: dict[int, int] = {}
+        """Version of the opponent each env (by id) plays against: a worker's envs begin
+        their episodes at different times, each loads the newest when it does."""
 
     def before_episode(self, env: Any, actor: Any) -> dict[str, float]:
-        """Refresh the env's opponent if a newer one was published; returns the episode's
-        meta (the opponent's snapshot id)."""
+        """Load the newest published opponent into ``env`` if it plays an older one;
+        returns the episode's meta (the opponent's snapshot id)."""
         got = self.store.pull(self.version)
         if got is not None:
             self.version, self.opponent = got.version, int(got.meta["opponent"])
-            env.unwrapped.set_opponent(self._policy(actor, got.state))
+            self.policy = self._policy(actor, got.state)
+        if self.policy is not None and self.loaded.get(id(env)) != self.version:
+            env.unwrapped.set_opponent(self.policy)
+            self.loaded[id(env)] = self.version
         return {"opponent": float(self.opponent)}
 
     def _policy(self, actor: Any, state: Mapping[str, torch.Tensor]) -> Callable[..., int]:

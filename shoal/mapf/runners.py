@@ -232,6 +232,9 @@ class MapfRolloutActor(RolloutActor):
         self.actor = Actor(network, source=store, n_actions=len(ACTIONS), rng=rng)
         self.player = MapfPlayer(cfg, network, seeds=self.seeds, rng=rng)
 
+    def explore(self, meta: dict[str, float]) -> None:
+        """Nothing here: each call spreads the published epsilon over its worlds."""
+
     def rollout(  # type: ignore[override]
         self, steps: int, stages: list[tuple[int, int]], weights: list[float] | None = None
     ) -> dict[str, Any]:

@@ -1,15 +1,17 @@
 """The processes runner: N rollout worker processes feeding one central learner.
 
-Each worker (spawned) owns an env and an inference-only copy of the Q-network (no
-optimizer, no replay) and plays whole episodes, which it sends through its own pipe. The
+Each worker (spawned) owns ``env.num_envs`` envs and an inference-only copy of the
+Q-network (no optimizer, no replay), steps them with one batched forward, and sends each
+episode whole, as it ends, through its own pipe. The
 learner (the caller's process) owns the replay buffer, the networks and the optimizer: it
 gathers ``episodes_per_batch`` episodes from each worker, adds them to replay through the
 n-step writer, takes the updates the update schedule owes for the env steps collected
-(:class:`~shoal.run.schedule.UpdateSchedule`, the serial rule; or
-``learning_steps_per_batch``), and publishes the
-weights together with the batch's exploration epsilon into a shared-memory
-:class:`~shoal.sync.weights.SharedWeightStore`, from which every worker pulls before its next
-episode (so all workers explore with the same epsilon, optionally spread Ape-X style).
+(:class:`~shoal.run.schedule.UpdateSchedule`: the serial rule or ``run.replay_ratio``; or
+``learning_steps_per_batch``), and publishes the weights together with the batch's
+exploration epsilon into a shared-memory :class:`~shoal.sync.weights.SharedWeightStore`,
+from which every worker pulls between steps (all envs of all workers explore with the
+published epsilon, optionally spread Ape-X style over every env). Workers that run ahead
+of the learner block on their pipes, so the updates per env step stay the schedule's.
 Self-play is a plug-in (:class:`~shoal.games.selfplay.SelfPlay`): this runner imports no game.
 
 Only whole episodes travel, so a worker that dies (an exception or SIGKILL) loses at most
@@ -30,10 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from shoal.agent.batch_actor import BatchActor, Steps
 from shoal.agent.builder import build_actor, build_nstep
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config, param
-from shoal.envs import make_env, probe_env
+from shoal.envs import probe_env
+from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
@@ -61,7 +65,8 @@ class ProcessesConfig:
     """Gradient steps per collected batch (0: as many as the serial runner would take for
     the env steps collected: the update schedule's)."""
     eps_spread: float = param(0.0, ge=0.0)
-    """Ape-X style per-worker epsilon eps ** (1 + spread * i / (N - 1)); 0: all the same."""
+    """Ape-X style epsilon per env of every worker, eps ** (1 + spread * i / (N - 1)) over
+    the N = workers x env.num_envs envs; 0: all the same."""
     worker_timeout: float = param(60.0, gt=0.0)
     """Seconds a worker may stay silent before it is killed and restarted."""
     max_episodes: int = param(0, ge=0)
@@ -105,55 +110,78 @@ def rollout_worker(
     generation: int,
     conn: Connection,
 ) -> None:
-    """A rollout worker process: pull weights (plug-ins prepare the env, e.g. load the
-    self-play opponent), play an episode, send it, repeat.
+    """A rollout worker process: steps its ``env.num_envs`` envs with one batched forward,
+    pulls newer weights between steps, and sends each episode whole as it ends (plug-ins
+    set each episode up, e.g. load the self-play opponent).
 
     ``cfg`` arrives as the object (sections of runners registered only in the learner's
     process included); ``generation`` counts the run's starts, so a resumed run's workers
     draw seeds the first start never used."""
     parent_alive = child_prologue(torch_threads=1)
     spec = probe_env(cfg.env)
-    env = make_env(cfg.env)
+    n = cfg.env.num_envs
     seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
-    rng = np.random.default_rng(derive_seed(*seeds))
-    actor = build_actor(cfg, spec, rng, source=store)
+    actor = build_actor(cfg, spec, np.random.default_rng(derive_seed(*seeds)), source=store)
+    hook = None
+    if plugins:
+
+        def hook(env_index: int, env: Any) -> dict[str, float]:
+            meta: dict[str, float] = {}
+            for plugin in plugins:
+                meta.update(plugin.before_episode(env, actor))
+            return meta
+
+    envs = make_vector_env(cfg.env, n, derive_seed(*seeds, 2))
+    acting = BatchActor(actor, envs, seeds, on_reset=hook)
+    paths = [_Path() for _ in range(n)]
     index = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
     while parent_alive():
-        if actor.update():
+        if actor.update():  # every env of every worker explores at its own Ape-X epsilon
             meta = actor.meta
-            actor.epsilon = actor_epsilon(meta["epsilon"], worker, workers, meta["eps_spread"])
-        ep_meta: dict[str, float] = {}
-        for plugin in plugins:
-            ep_meta.update(plugin.before_episode(env, actor))
-        played = _play_episode(env, actor, derive_seed(*seeds, index, 1), spec.hybrid)
-        ids = {"worker": worker, "incarnation": incarnation, "index": index}
-        conn.send(Episode(**ids, **played, weights_version=actor.version, meta=ep_meta))
-        index += 1
+            acting.epsilons[:] = [
+                actor_epsilon(meta["epsilon"], worker * n + i, workers * n, meta["eps_spread"])
+                for i in range(n)
+            ]
+        got = acting.step()
+        for i in got.rows():
+            paths[i].add(got, i)
+        for end in got.finished:
+            played = paths[end.env].episode(spec.hybrid)
+            paths[end.env] = _Path()
+            ids = {"worker": worker, "incarnation": incarnation, "index": index}
+            conn.send(Episode(**ids, **played, weights_version=actor.version, meta=end.meta))
+            index += 1
 
 
-def _play_episode(env: Any, actor: Any, seed: int, hybrid: bool) -> dict[str, Any]:
-    """One whole episode from ``env.reset(seed=seed)``, as :class:`Episode`'s arrays."""
-    obs, _ = env.reset(seed=seed)
-    observations, actions, rewards = [obs], [], []
-    state = None
-    while True:
-        action, state = actor.select_action(obs, state)
-        obs, reward, term, trunc, _ = env.step(action)
-        observations.append(obs)
-        actions.append(action)
-        rewards.append(float(reward))
-        if term or trunc:
-            break
-    return {
-        "obs": np.asarray(observations, dtype=np.float32),
-        "actions": np.asarray([a[0] if hybrid else a for a in actions], dtype=np.int64),
-        "actions_cont": np.asarray([a[1] for a in actions], np.float32) if hybrid else None,
-        "rewards": np.asarray(rewards, dtype=np.float32),
-        "terminated": bool(term),
-        "truncated": bool(trunc),
-    }
+class _Path:
+    """One env's episode so far, as :class:`Episode`'s arrays will hold it."""
+
+    def __init__(self) -> None:
+        self.obs: list[np.ndarray] = []
+        self.actions: list[Any] = []
+        self.rewards: list[float] = []
+        self.end = (False, False)
+
+    def add(self, steps: Steps, i: int) -> None:
+        if not self.obs:
+            self.obs.append(steps.obs[i])
+        self.obs.append(steps.next_obs[i])
+        self.actions.append(steps.actions[i])
+        self.rewards.append(float(steps.rewards[i]))
+        self.end = (bool(steps.terminated[i]), bool(steps.truncated[i]))
+
+    def episode(self, hybrid: bool) -> dict[str, Any]:
+        actions = self.actions
+        return {
+            "obs": np.asarray(self.obs, dtype=np.float32),
+            "actions": np.asarray([a[0] if hybrid else a for a in actions], dtype=np.int64),
+            "actions_cont": np.asarray([a[1] for a in actions], np.float32) if hybrid else None,
+            "rewards": np.asarray(self.rewards, dtype=np.float32),
+            "terminated": self.end[0],
+            "truncated": self.end[1],
+        }
 
 
 @dataclass

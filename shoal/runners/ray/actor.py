@@ -1,4 +1,5 @@
-"""One Ape-X actor of the ray runner: an env, an inference-only network, a local episode.
+"""One Ape-X actor of the ray runner: ``env.num_envs`` envs stepped with one batched forward
+of an inference-only network, and their running episodes.
 
 It plays, pulls newer weights every ``ray.pull_every`` env steps, and at the end of each
 call sends the n-step transitions of the episodes it finished to the replay actor with
@@ -19,11 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from shoal.agent.batch_actor import BatchActor, write_row
 from shoal.agent.builder import build_actor, build_nstep
 from shoal.agent.priorities import initial_priorities
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config
-from shoal.envs import make_env, probe_env
+from shoal.envs import probe_env
+from shoal.envs.vector import make_vector_env
 from shoal.run.seeding import derive_seed
 
 __all__ = ["RolloutActor"]
@@ -68,56 +71,60 @@ class RolloutActor:
         self._pull()
 
     def setup(self, store: Any) -> None:
-        """Make the env and the actor pulling its weights from ``store`` (a subclass that
+        """Make the envs and the actor pulling its weights from ``store`` (a subclass that
         plays other worlds makes its own)."""
         self.spec = probe_env(self.cfg.env)
-        self.env = make_env(self.cfg.env)
+        n = self.cfg.env.num_envs
         rng = np.random.default_rng(derive_seed(*self.seeds))
         self.actor = build_actor(self.cfg, self.spec, rng, source=store)
+        envs = make_vector_env(self.cfg.env, n, derive_seed(*self.seeds, 2))
+        self.acting = BatchActor(self.actor, envs, (*self.seeds, 1))
+        self.writers = [build_nstep(self.cfg) for _ in range(n)]
+        self.kept: list[list[dict[str, Any]]] = [[] for _ in range(n)]
+        """Each env's transitions of its running episode (sent when it ends)."""
         self.finished: list[dict[str, Any]] = []
         """Transitions of the episodes finished in this call, not yet sent."""
-        self.episodes = 0
-        self._new_episode()
 
     def _pull(self) -> None:
         if self.actor.update():
-            meta = self.actor.meta
-            self.actor.epsilon = actor_epsilon(
-                meta["epsilon"], self.index, self.actors, self.cfg.ray.eps_alpha
-            )
+            self.explore(self.actor.meta)
         self.since_pull = 0
 
-    def _new_episode(self) -> None:
-        self.obs, _ = self.env.reset(seed=derive_seed(*self.seeds, self.episodes, 1))
-        self.writer = build_nstep(self.cfg)
-        self.kept: list[dict[str, Any]] = []
-        self.ret, self.length = 0.0, 0
+    def explore(self, meta: dict[str, float]) -> None:
+        """Set exploration from newly pulled weights' metadata: Ape-X, each env of each
+        actor at its own epsilon."""
+        n, alpha = self.cfg.env.num_envs, self.cfg.ray.eps_alpha
+        self.acting.epsilons[:] = [
+            actor_epsilon(meta["epsilon"], self.index * n + i, self.actors * n, alpha)
+            for i in range(n)
+        ]
 
     def rollout(self, steps: int) -> dict[str, Any]:
-        """Play ``steps`` env steps (an episode may go on into the next call); returns the
-        episodes finished, as ``(return, length)``, the steps of the one in progress, the
-        weights version acted with, and where it ran (process, node)."""
-        finished = []
-        for _ in range(steps):
+        """Play at least ``steps`` env steps over the actor's envs (episodes go on into the
+        next call); returns the episodes finished, as ``(return, length)``, the steps of
+        those in progress, the weights version acted with, and where it ran (process,
+        node)."""
+        finished: list[tuple[float, int]] = []
+        taken = 0
+        while taken < steps:
             if self.since_pull >= self.cfg.ray.pull_every:
                 self._pull()
-            action, _ = self.actor.select_action(self.obs, None)
-            nxt, reward, term, trunc, _ = self.env.step(action)
-            self.kept += self.writer.append(self.obs, action, float(reward), nxt, term, trunc)
-            self.obs, self.ret, self.length = nxt, self.ret + float(reward), self.length + 1
-            self.since_pull += 1
-            if term or trunc:
-                self.finished += self.kept
-                finished.append((self.ret, self.length))
-                self.episodes += 1
-                self._new_episode()
+            got = self.acting.step()
+            for i in got.rows():
+                self.kept[i] += write_row(self.writers[i], got, i)
+            for end in got.finished:
+                self.finished += self.kept[end.env]
+                self.kept[end.env] = []
+                finished.append((end.ret, end.length))
+            taken += got.count
+            self.since_pull += got.count
         self._send()
         return {
             "episodes": finished,
             "version": self.actor.version,
             "pid": os.getpid(),
             "node": self.node,
-            "in_progress": self.length,
+            "in_progress": int(self.acting.lengths.sum()),
         }
 
     def _send(self) -> None:
