@@ -87,14 +87,14 @@ def train(
                 f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
                 f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
             )
-        runner_for(cfg).check(cfg)
+        runner_for(cfg).preflight(cfg)
         state = load_checkpoint(run.checkpoint)
         return _run(cfg, run, resume=state)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
-    runner_for(cfg).check(cfg)
+    runner_for(cfg).preflight(cfg)
     run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
     save_config(cfg, run.config)
     return _run(cfg, run)

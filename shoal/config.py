@@ -173,8 +173,16 @@ class RunConfig:
     """Env steps between learning phases."""
     gradient_steps: int = param(1, gt=0)
     """Gradient steps per learning phase."""
+    replay_ratio: float | None = param(None, gt=0.0)
+    """Gradient updates per env step, replacing train_freq and gradient_steps (none: those
+    two). Every runner keeps it; the asynchronous ones (processes, ray) hold it by letting
+    whichever side runs ahead wait, so faster actors do not change what the learner learns."""
     eval_every: int = param(2_000, gt=0)
     """Env steps between greedy evaluations."""
+    eval_max_share: float = param(0.1, gt=0.0, le=1.0)
+    """Most of the run's wall time evaluations may take: an evaluation due by eval_every
+    waits while those so far took more than this share (1: never wait). A world with long
+    episodes otherwise spends most of its run evaluating."""
     eval_episodes: int = param(20, gt=0)
     """Episodes per greedy evaluation (single-agent envs run side by side, one batched
     forward per step; a multi-agent world plays them one after another)."""

@@ -102,6 +102,13 @@ def test_console_script_exit_code_on_bad_input(tmp_path):
         (["cartpole", "--set", "dqn.nope=1"], "dqn.nope"),
         (["cartpole", "--set", "dqn.lr=fast"], "dqn.lr"),
         (["no-such-preset"], "no-such-preset"),
+        (["cartpole", "--set", "env.num_envs=0"], "env.num_envs"),
+        (["cartpole", "--set", "env.num_envs=-3"], "env.num_envs"),
+        (["cartpole", "--set", "env.vector=gpu"], "env.vector"),
+        (["cartpole", "--set", "env.vector=envpool", "--env", "shoal/Tally-v0"], "envpool"),
+        (["cartpole", "--set", "run.replay_ratio=0"], "run.replay_ratio"),
+        (["cartpole", "--set", "run.replay_ratio=-0.5"], "run.replay_ratio"),
+        (["harvest", "--set", "env.num_envs=4"], "env.num_envs"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, needle):
@@ -109,6 +116,21 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args,
     code, out, err = run_cli(capsys, "train", *args, "--out", str(out_dir))
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and needle in err
+    assert not out_dir.exists()
+
+
+def test_missing_envpool_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "envpool" else real(name, *a)
+    )
+    out_dir = tmp_path / "runs"
+    code, _, err = run_cli(
+        capsys, "train", "cartpole", "--set", "env.vector=envpool", "--out", str(out_dir)
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "not installed" in err
     assert not out_dir.exists()
 
 

@@ -207,10 +207,15 @@ class StackedActor:
         """Version of the weights in use, when they come from a weight store."""
         self._vq = vmap(network.apply_params)
 
-    @torch.inference_mode()
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Each agent's greedy action for its own observation; ``obs`` is ``(K, obs_dim)``."""
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)[:, None]
+        return self.greedy_worlds(obs[:, None])[:, 0]
+
+    @torch.inference_mode()
+    def greedy_worlds(self, obs: np.ndarray) -> np.ndarray:
+        """Each agent's greedy actions ``(K, W)`` in W worlds at once; ``obs`` is ``(K, W,
+        obs_dim)`` (one forward for all of them, as for one world)."""
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
         if self.batched and getattr(self.network, "stackable", False):
             q = self.network.apply_params(self.params, x)  # batched matmuls
         elif self.batched:
@@ -224,7 +229,7 @@ class StackedActor:
             )
         if self.action_mask:
             q = mask_illegal(q, x)
-        return q[:, 0].argmax(dim=-1).cpu().numpy()
+        return q.argmax(dim=-1).cpu().numpy()
 
     def select_actions(self, obs: np.ndarray, epsilon: float) -> np.ndarray:
         """Epsilon-greedy actions ``(K,)``: agent k draws from ``rngs[k]`` exactly as a

@@ -60,6 +60,8 @@ class _MapfParts(DQNRunner):
     items (through the DQN runners' hooks), the curriculum, episode rows, evaluation on
     held-out instances, and their state."""
 
+    env_batches = False  # its player steps mapf.envs worlds side by side
+
     @classmethod
     def probe(cls, cfg: Config) -> EnvSpec:
         """The packed joint observation's bytes and the five moves."""

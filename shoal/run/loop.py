@@ -6,7 +6,8 @@ episodes they finished), how learning is scheduled (:meth:`learn`) and how it ev
 see :class:`~shoal.run.runner.Runner` for the whole contract. The loop calls, in order, for as
 long as the run lasts::
 
-    collect -> learn -> evaluate (every run.eval_every env steps) -> tick row
+    collect -> learn -> evaluate (every run.eval_every env steps, once evaluations take
+    at most run.eval_max_share of the wall time) -> tick row
     (every run.log_every) -> episode rows -> stop? -> checkpoint (every
     run.checkpoint_every, at the next point the runner calls a boundary)
 
@@ -110,6 +111,7 @@ class RunLoop:
             "solved_step": None,
             "solved_wall": None,
             "confirms": 0,
+            "eval_s": 0.0,
             "next_checkpoint": r.checkpoint_every,
         }
         """The loop's counters; all of them go into every checkpoint."""
@@ -136,10 +138,12 @@ class RunLoop:
     def evaluate(self, metrics: MetricsWriter) -> float:
         """Play greedy episodes, log the eval row, keep ``best.pt``; returns the mean."""
         c = self.c
+        t0 = time.perf_counter()
         returns, weights = self.runner.evaluate()
         # Read the clock after the evaluation: time-to-solve includes the evaluation that
         # showed it.
         wall = self.wall()
+        c["eval_s"] += time.perf_counter() - t0
         mean = float(returns.mean())
         c["last_eval"], c["last_eval_step"] = mean, c["step"]
         metrics.log(
@@ -176,10 +180,20 @@ class RunLoop:
             return True
         attempt = c["confirms"]
         c["confirms"] = attempt + 1
+        t0 = time.perf_counter()
         returns, _ = self.runner.evaluate(derive_seed(r.seed, CONFIRM_STREAM, attempt))
+        c["eval_s"] += time.perf_counter() - t0
         confirm = float(returns.mean())
         metrics.log("confirm", c["step"], wall_s=self.wall(), eval_mean=confirm)
         return confirm >= r.stop_return
+
+    def eval_share(self) -> float:
+        """The share of the run's wall time its evaluations took."""
+        return self.c["eval_s"] / max(self.wall(), 1e-9)
+
+    def _may_evaluate(self) -> bool:
+        """Evaluations so far are within ``run.eval_max_share`` of the wall time."""
+        return self.eval_share() <= self.cfg.run.eval_max_share
 
     def _state_head(self) -> dict[str, Any]:
         from shoal.config import config_to_dict
@@ -192,12 +206,15 @@ class RunLoop:
         sps, ups = rates.rates(step, runner.updates)
         extra = runner.tick_metrics(ups)
         eps = runner.epsilon(step)
+        ratio = ups / sps if sps > 0 else 0.0  # updates per env step since the last tick
         metrics.log(
             "tick",
             step,
             wall_s=self.wall(),
             steps_per_s=sps,
             updates_per_s=ups,
+            replay_ratio=ratio,
+            eval_share=self.eval_share(),
             epsilon=eps,
             loss=runner.loss,
             updates=runner.updates,
@@ -208,6 +225,7 @@ class RunLoop:
             min(step, self.cfg.run.total_steps),
             sps=round(sps),
             ups=round(ups),
+            rr=ratio,
             eps=eps,
             loss=runner.loss,
             eval=last,
@@ -282,7 +300,7 @@ class RunLoop:
             if got.episodes:  # now: a checkpoint after a Ctrl-C below counts these steps
                 self._episode_rows(metrics, got)
             runner.learn(c["step"], got.steps)
-            if c["step"] >= next_eval:
+            if c["step"] >= next_eval and self._may_evaluate():  # else: when it is
                 self.evaluate(metrics)
                 next_eval = (c["step"] // r.eval_every + 1) * r.eval_every
                 stop = c["solved_step"] is not None and r.stop_return is not None

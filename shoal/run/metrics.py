@@ -57,6 +57,8 @@ METRIC_FIELDS = (
     "updates",
     "steps_per_s",
     "updates_per_s",
+    "replay_ratio",
+    "eval_share",
     "samples_per_s",
     "read_wait_ms",
     "write_wait_ms",

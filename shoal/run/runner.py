@@ -37,6 +37,20 @@ class Runner:
     """Whether the runner trains several agents in a multi-agent world."""
     workers_key: ClassVar[str | None] = None
     """The config key ``shoal train --workers`` sets for this runner (None: it has none)."""
+    env_batches: ClassVar[bool] = True
+    """Whether its actors step ``env.num_envs`` envs on the ``env.vector`` engine (a runner
+    whose worlds batch their own way, over agents or maps, does not)."""
+
+    @classmethod
+    def preflight(cls, cfg: Any) -> None:
+        """Everything checked before any work starts: the env batch settings the runner
+        cannot honour, then :meth:`check`."""
+        if not cls.env_batches and (cfg.env.num_envs != 1 or cfg.env.vector != "sync"):
+            raise ConfigError(
+                f"config key 'env.num_envs': the {cfg.run.runner!r} runner on {cfg.env.id!r} "
+                "batches its own worlds; leave env.num_envs = 1 and env.vector = 'sync'"
+            )
+        cls.check(cfg)
 
     @classmethod
     def check(cls, cfg: Any) -> None:

@@ -2,7 +2,9 @@
 
 One rule for every runner, the serial runner's, which the others are tested against: once
 ``run.learning_starts`` env steps are taken, ``run.gradient_steps`` updates at every env
-step that is a multiple of ``run.train_freq`` (steps are counted from 1). Runners collect
+step that is a multiple of ``run.train_freq`` (steps are counted from 1); or, with
+``run.replay_ratio`` set, that many updates per env step after ``learning_starts``, which
+says the same thing for any ratio (0.3, not only 1/train_freq). Runners collect
 in steps, episodes, epochs or actor calls; each asks :meth:`UpdateSchedule.owe` after a
 collection and gets what the rule owes and has not yet handed out. So the updates per env
 step (the replay ratio) do not depend on how collection was split, and since what was
@@ -11,6 +13,7 @@ handed out is checkpointed, a resumed run owes exactly what the uninterrupted ru
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -30,6 +33,9 @@ class UpdateSchedule:
         (0, 2, 0, 4)
         >>> s.due(20) == s.granted
         True
+        >>> r = UpdateSchedule(10, 4, 2, replay_ratio=0.25)
+        >>> r.owe(9), r.owe(13), r.owe(30)
+        (0, 1, 4)
     """
 
     learning_starts: int
@@ -40,21 +46,29 @@ class UpdateSchedule:
     """Updates at each training point."""
     granted: int = 0
     """Updates handed out so far (:meth:`owe`'s answers added up)."""
+    replay_ratio: float | None = None
+    """Updates per env step instead of the serial rule (``run.replay_ratio``): after
+    ``learning_starts``, ``floor(steps * replay_ratio)`` updates in all."""
 
     def __post_init__(self) -> None:
         if self.learning_starts < 0 or self.train_freq < 1 or self.gradient_steps < 1:
+            raise ValueError(f"not a schedule: {self!r}")
+        if self.replay_ratio is not None and not self.replay_ratio > 0:
             raise ValueError(f"not a schedule: {self!r}")
 
     @classmethod
     def from_config(cls, run: Any) -> UpdateSchedule:
         """The schedule of a config's ``run`` section."""
-        return cls(run.learning_starts, run.train_freq, run.gradient_steps)
+        ratio = getattr(run, "replay_ratio", None)
+        return cls(run.learning_starts, run.train_freq, run.gradient_steps, replay_ratio=ratio)
 
     def due(self, step: int) -> int:
         """Updates the rule owes in all once ``step`` env steps are taken."""
         first = max(self.learning_starts, 1)  # the first step that may be a training point
         if step < first:
             return 0
+        if self.replay_ratio is not None:  # the epsilon keeps 0.29 * 100 from flooring to 28
+            return math.floor((step - first + 1) * self.replay_ratio + 1e-9)
         points = step // self.train_freq - (first - 1) // self.train_freq
         return points * self.gradient_steps
 

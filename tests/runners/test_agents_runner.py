@@ -180,3 +180,34 @@ def test_a_multi_agent_run_plays_and_evaluates_through_the_public_api(tmp_path, 
     shoal.train("cartpole", overrides=tiny(), run_dir=tmp_path / "single")
     with pytest.raises(ConfigError, match="multi-agent run"):
         shoal.play_run(tmp_path / "single", 2)
+
+
+def test_evaluation_plays_its_worlds_side_by_side_with_the_one_by_one_returns(harvest):
+    """Greedy evaluation plays its episodes in worlds side by side (fewer worlds than
+    episodes: each takes the next seed when it ends), with exactly the returns of playing
+    the same seeds one after another, for trained-looking (random) and initial weights."""
+    from shoal.config import load_config
+    from shoal.envs.parallel import make_parallel_env
+    from shoal.run.evaluation import EVAL_STREAM
+    from shoal.run.seeding import derive_seed
+    from shoal.runners.agents.epochs import EpochPlayer, greedy_returns
+
+    cfg = load_config(None, [*harvest(), "agents.max_turns=40", "run.eval_episodes=7"])
+    runner = AgentsRunner(cfg)
+    try:
+        with torch.no_grad():  # weights far from the initial ones: varied behaviour
+            for p in runner.actor.params.values():
+                p.add_(torch.randn_like(p))
+        seeds = [derive_seed(3, EVAL_STREAM, k) for k in range(7)]
+        env = make_parallel_env(cfg.env.id, num_agents=3, max_turns=40)
+        player = EpochPlayer(cfg, env, runner.ma, runner.actor)
+        one_by_one = [player.play(0.0, s, store=False).returns.sum() for s in seeds]
+        worlds = [make_parallel_env(cfg.env.id, num_agents=3, max_turns=40) for _ in range(3)]
+        side_by_side = greedy_returns(cfg, worlds, runner.ma, runner.actor, seeds)
+        assert side_by_side.tolist() == one_by_one
+        assert len(set(one_by_one)) > 1  # the seeds gave different episodes
+        returns, _ = runner.evaluate(seed=3)
+        assert returns.tolist() == one_by_one
+    finally:
+        runner.stop()
+        runner.close()

@@ -39,6 +39,8 @@ __all__ = [
     "build_player",
     "checkpoint_weights",
     "epoch_seed",
+    "greedy_returns",
+    "observe",
     "play_checkpoint",
     "play_epochs",
 ]
@@ -89,11 +91,7 @@ class EpochPlayer:
         self.actor = actor
 
     def _observe(self, obs: dict[str, Any]) -> np.ndarray:
-        # An agent that has left observes zeros (its row is never used again).
-        zeros = np.zeros(self.spec.obs_dim, np.float32)
-        return np.stack(
-            [np.asarray(obs.get(a, zeros), np.float32).ravel() for a in self.spec.agents]
-        )
+        return observe(self.spec, obs)
 
     def play(
         self,
@@ -134,6 +132,51 @@ class EpochPlayer:
                 each_turn()
         transitions = [_stack(items) if items else None for items in kept]
         return EpochResult(returns, turns, metrics.result(), transitions)
+
+
+def observe(spec: MultiAgentSpec, obs: dict[str, Any]) -> np.ndarray:
+    """Every agent's observation as rows ``(K, obs_dim)``; an agent that has left observes
+    zeros (its row is never used again)."""
+    zeros = np.zeros(spec.obs_dim, np.float32)
+    return np.stack([np.asarray(obs.get(a, zeros), np.float32).ravel() for a in spec.agents])
+
+
+def greedy_returns(
+    cfg: Config, envs: list[Any], spec: MultiAgentSpec, actor: StackedActor, seeds: list[int]
+) -> np.ndarray:
+    """Collective greedy returns of one episode per reset seed, played side by side in
+    ``envs`` (a world takes the next seed when its episode ends): one forward per turn for
+    every agent of every world still playing. The same returns as playing the seeds one
+    after another (greedy acting draws nothing), in a fraction of the forwards."""
+    returns = np.zeros((len(seeds), len(spec.agents)))
+    todo = iter(range(len(seeds)))
+    live: dict[int, tuple[int, np.ndarray]] = {}  # world -> (episode, observations)
+
+    def begin(world: int) -> None:
+        k = next(todo, None)
+        if k is not None:
+            obs, _ = envs[world].reset(seed=seeds[k])
+            check_same_agents(envs[world], cfg.env.id, spec.agents)
+            live[world] = (k, observe(spec, obs))
+
+    for world in range(len(envs)):
+        begin(world)
+    while live:
+        worlds = list(live)
+        actions = actor.greedy_worlds(np.stack([live[w][1] for w in worlds], axis=1))
+        for col, world in enumerate(worlds):
+            env, k = envs[world], live[world][0]
+            act = {a: int(actions[i, col]) for i, a in enumerate(spec.agents) if a in env.agents}
+            nxt, rew, *_ = env.step(act)
+            for i, a in enumerate(spec.agents):
+                if a in act:
+                    returns[k, i] += rew.get(a, 0.0)
+            if env.agents:
+                live[world] = (k, observe(spec, nxt))
+            else:
+                del live[world]
+                begin(world)
+    return returns.sum(axis=1)
 
 
 def _stack(items: list[dict[str, Any]]) -> dict[str, np.ndarray]:

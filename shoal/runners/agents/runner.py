@@ -18,7 +18,6 @@ and the social outcomes (efficiency, equality, sustainability, peace).
 from __future__ import annotations
 
 import contextlib
-import copy
 import sys
 import threading
 import time
@@ -48,6 +47,7 @@ from shoal.runners.agents.epochs import (
     EpochResult,
     actor_rngs,
     epoch_seed,
+    greedy_returns,
     play_checkpoint,
 )
 from shoal.sync.locked_replay import LockedReplay
@@ -57,6 +57,8 @@ from shoal.sync.workers import RestartBudget
 
 __all__ = ["AgentsConfig", "AgentsRunner", "LearningThreadError"]
 
+EVAL_WORLDS = 32
+"""Most worlds an evaluation plays side by side."""
 MAX_COLLECTOR_FAILURES = 3
 """Collector processes lost in a row (died or silent) before the run fails."""
 
@@ -98,6 +100,7 @@ class AgentsRunner(Runner):
 
     section = ("agents", AgentsConfig)
     multi_agent = True
+    env_batches = False  # one world of many agents, acted on as one stacked batch
     """Its env is a multi-agent world (the conformance suite gives it one)."""
 
     @classmethod
@@ -337,24 +340,22 @@ class AgentsRunner(Runner):
         self._eval_envs = None
 
     def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
-        """Collective greedy returns of ``run.eval_episodes`` episodes on a world of its own
-        (``seed``: their starts, default ``run.seed``), and the stacked weights that played
-        them."""
+        """Collective greedy returns of ``run.eval_episodes`` episodes played side by side
+        in worlds of its own (``seed``: their starts, default ``run.seed``), and the stacked
+        weights that played them."""
         r = self.cfg.run
         seed = r.seed if seed is None else seed
         if self._eval_envs is None:
             a = self.cfg.agents
             self._eval_envs = [
                 make_parallel_env(self.cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+                for _ in range(min(r.eval_episodes, EVAL_WORLDS))
             ]
         self._sync_actor()
-        rngs = [copy.deepcopy(g.bit_generator.state) for g in self.actor.rngs]
-        player = EpochPlayer(self.cfg, self._eval_envs[0], self.ma, self.actor)
         seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(r.eval_episodes)]
-        returns = np.array([player.play(0.0, s, store=False).returns.sum() for s in seeds])
-        for g, s in zip(self.actor.rngs, rngs):  # greedy play draws from them: undo that
-            g.bit_generator.state = s
-        return returns, self.actor.params
+        return greedy_returns(
+            self.cfg, self._eval_envs, self.ma, self.actor, seeds
+        ), self.actor.params
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples per second over all agents, epochs so far and epochs per second."""
