@@ -26,28 +26,33 @@ def evaluate(
     """Returns of ``episodes`` episodes played by ``policy`` (a batch of observations ->
     a batch of actions).
 
-    The envs run in lock-step, so one forward pass serves all of them: on CartPole with 20
-    episodes that is 20x fewer forward passes than playing them one by one. Episode k is
-    reset with a seed derived from (seed, k), so every evaluation of a run sees the same
-    starts and two policies are compared on equal terms.
+    The envs run side by side, so one forward pass serves all of them: on CartPole with 20
+    episodes that is 20x fewer forward passes than playing them one by one; an env whose
+    episode ends takes the next one at once. Episode k is reset with a seed derived from
+    (seed, k), so every evaluation of a run sees the same starts, two policies are compared
+    on equal terms, and the returns do not depend on how many envs play them.
     """
     returns = np.zeros(episodes)
-    for wave in range(0, episodes, len(envs)):
-        ids = list(range(wave, min(wave + len(envs), episodes)))
-        live = {}
-        for env, k in zip(envs, ids):
-            obs, _ = env.reset(seed=derive_seed(seed, EVAL_STREAM, k))
-            live[k] = (env, obs)
-        while live:
-            keys = list(live)
-            actions = policy(np.stack([live[k][1] for k in keys]).astype(np.float32))
-            for k, a in zip(keys, actions):
-                env = live[k][0]
-                # hybrid policies return (discrete, continuous) pairs
-                obs, r, term, trunc, _ = env.step(a if isinstance(a, tuple) else int(a))
-                returns[k] += r
-                if term or trunc:
-                    del live[k]
-                else:
-                    live[k] = (env, obs)
+    todo = iter(range(episodes))
+    live: dict[int, tuple[int, np.ndarray]] = {}  # env -> (episode, observation)
+
+    def begin(i: int) -> None:
+        k = next(todo, None)
+        if k is not None:
+            live[i] = (k, envs[i].reset(seed=derive_seed(seed, EVAL_STREAM, k))[0])
+
+    for i in range(len(envs)):
+        begin(i)
+    while live:
+        slots = list(live)
+        actions = policy(np.stack([live[i][1] for i in slots]).astype(np.float32))
+        for i, a in zip(slots, actions):
+            k = live[i][0]
+            # hybrid policies return (discrete, continuous) pairs
+            obs, r, term, trunc, _ = envs[i].step(a if isinstance(a, tuple) else int(a))
+            returns[k] += r
+            live[i] = (k, obs)
+            if term or trunc:
+                del live[i]
+                begin(i)
     return returns
