@@ -113,6 +113,17 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         metavar="K",
         help="agents in the world of the agents runner (sets agents.agents)",
     )
+    train.add_argument(
+        "--num-envs",
+        type=positive_int,
+        metavar="N",
+        help="envs each actor steps side by side, one batched forward (sets env.num_envs)",
+    )
+    train.add_argument(
+        "--vector",
+        metavar="ENGINE",
+        help="how an actor's envs are stepped: sync, async or envpool (sets env.vector)",
+    )
     train.add_argument("--steps", type=positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
@@ -235,6 +246,8 @@ def _train(args: argparse.Namespace) -> int:
         "threads.learner_threads": args.learner_threads,
         "ray.address": args.ray_address,
         "agents.agents": args.agents,
+        "env.num_envs": args.num_envs,
+        "env.vector": args.vector,
     }
     # Shortcut flags go first so that an explicit --set wins.
     overrides = [
