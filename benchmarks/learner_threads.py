@@ -10,7 +10,8 @@ batch 128), torch limited to 1 intra-op thread everywhere:
    (the threads runner's learner), for K = 1, 2, 4.
 2. End-to-end: the serial runner and the threads runner (1 and 2 learner threads, default
    settings) for the same fixed number of env steps and updates, on CartPole as is and
-   with 200 us added to each step, spent outside the GIL (sleep) or inside it (spin). The
+   with 200 us added to each step, spent outside the GIL (sleep) or inside it (spin), and
+   on envpool's CartPole x 32 (batched acting, the env's step in C++ outside the GIL). The
    threads runner completes every scheduled update before it stops. From the serial run,
    t_act (acting, env, replay writes) and t_learn (time inside learning) give the best
    any overlap of acting with learning can do: (t_act + t_learn) / max(t_act, t_learn).
@@ -129,7 +130,9 @@ def end_to_end(runner: str, steps: int, cost: str, k: int = 1) -> tuple[float, f
         f"threads.learner_threads={k}",
         "env.max_episode_steps=200",
     ]
-    if cost != "none":
+    if cost == "envpool":  # 32 envs in C++, stepped outside the GIL, one batched forward
+        overrides += ["env.vector=envpool", "env.num_envs=32"]
+    elif cost != "none":
         overrides += [f"env.step_cost_us={COST_US}", f"env.step_cost_kind={cost}"]
     cfg = load_config("cartpole", overrides)
     run = RunDir.create(tempfile.mkdtemp(), "bench")
@@ -179,6 +182,7 @@ def main() -> None:
         ("none", "CartPole as is (5 us steps)"),
         ("sleep", f"+{COST_US} us per step outside the GIL (like a simulator in C)"),
         ("spin", f"+{COST_US} us per step inside the GIL (like a pure-Python env)"),
+        ("envpool", "envpool CartPole x 32, one batched forward per step"),
     ):
         print(f"-- {what}")
         wall_s, learn_s, upd_s = end_to_end("serial", args.steps, cost)

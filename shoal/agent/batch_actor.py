@@ -27,7 +27,7 @@ from shoal.agent.actor import Actor
 from shoal.envs.vector import VectorEnvs
 from shoal.run.seeding import derive_seed
 
-__all__ = ["BatchActor", "Finished", "Steps", "write_row", "write_steps"]
+__all__ = ["BatchActor", "Finished", "Steps", "write_row"]
 
 
 @dataclass(frozen=True)
@@ -65,6 +65,29 @@ class Steps:
     def rows(self) -> list[int]:
         """The env indices whose rows are transitions."""
         return np.flatnonzero(self.live).tolist()
+
+    def action_fields(self) -> dict[str, np.ndarray]:
+        """The actions as replay fields: ``action``, and ``action_cont`` for hybrid
+        ``(discrete, continuous)`` pairs."""
+        if isinstance(self.actions, list):
+            return {
+                "action": np.array([a for a, _ in self.actions], np.int64),
+                "action_cont": np.stack([x for _, x in self.actions]),
+            }
+        return {"action": self.actions}
+
+    def write(self, writer: Any) -> dict[str, np.ndarray]:
+        """Feed this step to a :class:`~shoal.replay.nstep.BatchNStepWriter`; the
+        transitions it completes, one array per field."""
+        return writer.append(
+            self.obs,
+            self.action_fields(),
+            self.rewards,
+            self.next_obs,
+            self.terminated,
+            self.truncated,
+            self.live,
+        )
 
 
 ResetHook = Callable[[int, Any], dict[str, float]]
@@ -245,9 +268,3 @@ def write_row(writer: Any, steps: Steps, i: int) -> list[dict[str, Any]]:
         bool(steps.terminated[i]),
         bool(steps.truncated[i]),
     )
-
-
-def write_steps(writers: list[Any], steps: Steps) -> list[dict[str, Any]]:
-    """Feed each transition row of ``steps`` to its env's n-step writer; the transitions
-    they complete, env by env."""
-    return [t for i in steps.rows() for t in write_row(writers[i], steps, i)]

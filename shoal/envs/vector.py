@@ -135,4 +135,5 @@ def _envpool(cfg: EnvConfig, num_envs: int, seed: int) -> VectorEnvs:
         pool = envpool.make(
             cfg.id, env_type="gymnasium", num_envs=num_envs, seed=seed % 2**30, **kwargs
         )
+        _ = (pool.observation_space, pool.action_space)  # built lazily, warnings and all
     return VectorEnvs(pool, num_envs, autoreset=True)

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-__all__ = ["NStepWriter"]
+import numpy as np
+
+__all__ = ["BatchNStepWriter", "NStepWriter", "nstep_episode"]
 
 
 class NStepWriter:
@@ -127,3 +129,172 @@ class NStepWriter:
             "next_obs": self._last_next_obs,
             "discount": self._gamma**k if bootstrap else 0.0,
         }
+
+
+def nstep_episode(
+    obs: np.ndarray,
+    actions: np.ndarray,
+    rewards: np.ndarray,
+    *,
+    terminated: bool,
+    n: int,
+    gamma: float,
+) -> dict[str, np.ndarray]:
+    """A whole episode's n-step transitions in one go, one array per field: exactly what an
+    :class:`NStepWriter` fed the episode step by step emits (same order, same bits), for a
+    learner that receives episodes whole and would otherwise spend a Python call per step.
+
+    ``obs`` holds the T + 1 observations (the last is the final one), ``actions`` and
+    ``rewards`` the T steps; the episode ended terminated (no bootstrap from its end) or
+    truncated. The window from step t ends at ``e = min(t + n, T)``; its reward is folded
+    newest first, as the writer folds it.
+
+    Example:
+        >>> out = nstep_episode(np.arange(4.0), np.zeros(3), np.array([1.0, 2.0, 4.0]),
+        ...                     terminated=True, n=2, gamma=0.5)
+        >>> out["reward"].tolist(), out["next_obs"].tolist(), out["discount"].tolist()
+        ([2.0, 4.0, 4.0], [2.0, 3.0, 3.0], [0.25, 0.0, 0.0])
+    """
+    steps = len(actions)
+    t = np.arange(steps)
+    end = np.minimum(t + n, steps)
+    r = np.asarray(rewards, np.float64)
+    ret = np.zeros(steps)
+    for j in range(n - 1, -1, -1):  # Horner from the newest reward of each window
+        at = t + j
+        inside = at < end
+        ret = np.where(inside, r[np.minimum(at, steps - 1)] + gamma * ret, ret)
+    powers = np.array([float(gamma) ** i for i in range(n + 1)])  # Python's pow: the writer's
+    discount = powers[end - t]
+    if terminated:
+        discount[end == steps] = 0.0
+    return {
+        "obs": obs[:steps],
+        "action": np.asarray(actions),
+        "reward": ret,
+        "next_obs": obs[end],
+        "discount": discount,
+    }
+
+
+class BatchNStepWriter:
+    """One n-step writer for each of ``num_envs`` envs stepped together, kept as arrays.
+
+    What :class:`NStepWriter` per env emits, the same transitions bit for bit, but written
+    a step of every env at a time and emitted as one array per field, ready for one replay
+    write: the serial runner at 32 envs would otherwise spend a Python call per env per
+    step and a stack of 32 dicts. Within an env the order is the writer's; envs follow
+    each other in index order.
+
+    Args:
+        num_envs: envs in the batch.
+        n, gamma: as for :class:`NStepWriter`.
+    """
+
+    def __init__(self, num_envs: int, n: int, gamma: float) -> None:
+        NStepWriter(n, gamma)  # the same argument checks
+        self.num_envs, self.n, self.gamma = num_envs, n, float(gamma)
+        self._powers = np.array([self.gamma**i for i in range(n + 1)])  # Python's pow
+        self._count = np.zeros(num_envs, np.int64)
+        """Steps of each env whose window is still open (the newest ``count`` slots)."""
+        self._slot = -1  # the ring slot the newest step went to
+        self._ring: dict[str, np.ndarray] | None = None
+        self._last_next: np.ndarray | None = None
+
+    def _alloc(self, obs: np.ndarray, actions: dict[str, np.ndarray]) -> None:
+        n, k = self.n, self.num_envs
+        self._ring = {"obs": np.zeros((n, *obs.shape), obs.dtype), "reward": np.zeros((n, k))}
+        for name, a in actions.items():
+            self._ring[name] = np.zeros((n, *a.shape), a.dtype)
+        self._last_next = np.zeros_like(obs)
+
+    def append(
+        self,
+        obs: np.ndarray,
+        actions: dict[str, np.ndarray],
+        rewards: np.ndarray,
+        next_obs: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        live: np.ndarray,
+    ) -> dict[str, np.ndarray]:
+        """Record one step of every env and return the transitions it completes. A row
+        where ``live`` is False is not a step: an engine's reset right after the env's
+        episode ended (anywhere else it would split an open window: ValueError).
+        ``actions`` holds the action fields (``action``, and ``action_cont`` for hybrid
+        actions), one row per env."""
+        if self._ring is None:
+            self._alloc(obs, actions)
+        ring, last = self._ring, self._last_next
+        assert ring is not None and last is not None
+        if (self._count[~live] > 0).any():  # an env's open windows must be its newest slots
+            raise ValueError("a row that is not a step must follow its env's episode end")
+        self._slot = s = (self._slot + 1) % self.n
+        ring["obs"][s, live] = obs[live]
+        ring["reward"][s, live] = rewards[live]
+        for name, a in actions.items():
+            ring[name][s, live] = a[live]
+        last[live] = next_obs[live]
+        self._count[live] += 1
+        done = live & (terminated | truncated)
+        full = live & ~done & (self._count == self.n)
+        parts = [self._windows(np.flatnonzero(full), self.n, bootstrap=True)]
+        self._count[full] = self.n - 1
+        ends = np.flatnonzero(done)
+        parts.append(self._episode_ends(ends, bootstrap=~terminated[ends]))
+        return _concat(parts)
+
+    def flush(self) -> dict[str, np.ndarray]:
+        """Every open window, as if every env's episode were truncated now (a run cut
+        mid-episode)."""
+        if self._ring is None:
+            return {}
+        envs = np.flatnonzero(self._count)
+        return self._episode_ends(envs, bootstrap=np.ones(len(envs), bool))
+
+    def _episode_ends(self, envs: np.ndarray, bootstrap: np.ndarray) -> dict[str, np.ndarray]:
+        """All open windows of ``envs`` (their episodes ended), env by env, oldest first,
+        computed for all of them at once."""
+        ring, last, n, s = self._ring, self._last_next, self.n, self._slot
+        if not len(envs) or ring is None or last is None:
+            return {}
+        count = self._count[envs]
+        pos = np.arange(n)
+        open_ = pos[None, :] < count[:, None]  # (envs, n): position p is a window's start
+        slots = (s - count[:, None] + 1 + pos[None, :]) % n
+        rewards = ring["reward"][slots, envs[:, None]]
+        folded = np.zeros(rewards.shape)
+        acc = np.zeros(len(envs))
+        for p in range(n - 1, -1, -1):  # Horner from the newest reward, as the writer folds
+            acc = np.where(open_[:, p], rewards[:, p] + self.gamma * acc, acc)
+            folded[:, p] = acc
+        rows = np.broadcast_to(envs[:, None], open_.shape)[open_]
+        starts = slots[open_]
+        k = (count[:, None] - pos[None, :])[open_]
+        out = {name: a[starts, rows] for name, a in ring.items() if name != "reward"}
+        out["reward"] = folded[open_]
+        out["next_obs"] = last[rows]
+        out["discount"] = np.where(np.repeat(bootstrap, count), self._powers[k], 0.0)
+        self._count[envs] = 0
+        return out
+
+    def _windows(self, envs: np.ndarray, k: int, bootstrap: bool) -> dict[str, np.ndarray]:
+        """The window of the last ``k`` steps of each env in ``envs``."""
+        ring, n, s = self._ring, self.n, self._slot
+        assert ring is not None and self._last_next is not None
+        start = (s - k + 1) % n
+        ret = np.zeros(len(envs))
+        for j in range(k - 1, -1, -1):  # Horner from the newest reward, as the writer folds
+            ret = ring["reward"][(start + j) % n, envs] + self.gamma * ret
+        out = {name: a[start, envs] for name, a in ring.items() if name != "reward"}
+        out["reward"] = ret
+        out["next_obs"] = self._last_next[envs]
+        out["discount"] = np.full(len(envs), self._powers[k] if bootstrap else 0.0)
+        return out
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    parts = [p for p in parts if p and len(p["reward"])]
+    if len(parts) <= 1:
+        return parts[0] if parts else {}
+    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}

@@ -79,6 +79,9 @@ a solve) or 'tick'; cells that do not apply are empty."""
 
 _NOT_MIRRORED = frozenset({"episode", "wall_s"})
 """Columns that are numbers but not curves worth a TensorBoard scalar."""
+_EPISODE_NOT_MIRRORED = _NOT_MIRRORED | {"epsilon", "updates"}
+"""Episode rows leave out what tick rows already draw: a run of short episodes logs tens of
+thousands, and each scalar costs a record and two checksums."""
 
 
 class MetricsWriter:
@@ -155,8 +158,9 @@ class MetricsWriter:
 
     def _mirror(self, kind: str, step: int, values: dict[str, Any]) -> None:
         """Send the row's numbers to TensorBoard, opening the event file on first use."""
+        skip = _EPISODE_NOT_MIRRORED if kind == "episode" else _NOT_MIRRORED
         for key, value in values.items():
-            if key in _NOT_MIRRORED or not isinstance(value, (int, float)):
+            if key in skip or not isinstance(value, (int, float)):
                 continue
             if value != value:  # NaN: no point on the curve
                 continue

@@ -101,14 +101,18 @@ class DQNRunner(Runner):
         return self.exploration(step)
 
     def add_to_replay(self, transitions: Iterable[dict[str, Any]]) -> None:
-        """Add n-step transitions to replay; a hybrid action ``(discrete, continuous)`` is
-        stored as ``action`` and ``action_cont``."""
-        hybrid = self.spec.hybrid
-        for tr in transitions:
-            if hybrid:
-                discrete, cont = tr["action"]
-                tr = {**tr, "action": discrete, "action_cont": cont}
-            self.replay.add(tr)
+        """Add n-step transitions to replay in one write; a hybrid action ``(discrete,
+        continuous)`` is stored as ``action`` and ``action_cont``."""
+        items = list(transitions)
+        if self.spec.hybrid:
+            items = [{**t, "action": t["action"][0], "action_cont": t["action"][1]} for t in items]
+        if items:
+            self.replay.add_many(items)
+
+    def add_batch(self, items: dict[str, Any]) -> None:
+        """Add transitions given as one array per field (none: nothing to add)."""
+        if items:
+            self.replay.add_batch(items)
 
     def learn_steps(self, steps: int) -> float:
         """``steps`` gradient steps on replay samples, with priority updates; returns the

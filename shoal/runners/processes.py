@@ -33,12 +33,13 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.batch_actor import BatchActor, Steps
-from shoal.agent.builder import build_actor, build_nstep
+from shoal.agent.builder import build_actor
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config, param
 from shoal.envs import probe_env
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
+from shoal.replay.nstep import nstep_episode
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -327,23 +328,13 @@ class ProcessesRunner(DQNRunner):
         self.received.add(key)
         for plugin in self.plugins:
             plugin.on_episode(ep.meta, ep.rewards)
-        writer = build_nstep(self.cfg)
-        last = len(ep.actions) - 1
-        for t in range(len(ep.actions)):
-            end = t == last
-            action: Any = int(ep.actions[t])
-            if ep.actions_cont is not None:
-                action = (action, ep.actions_cont[t])
-            self.add_to_replay(
-                writer.append(
-                    ep.obs[t],
-                    action,
-                    float(ep.rewards[t]),
-                    ep.obs[t + 1],
-                    ep.terminated and end,
-                    ep.truncated and end,
-                )
-            )
+        d = self.cfg.dqn
+        items = nstep_episode(
+            ep.obs, ep.actions, ep.rewards, terminated=ep.terminated, n=d.n_step, gamma=d.gamma
+        )
+        if ep.actions_cont is not None:
+            items["action_cont"] = ep.actions_cont
+        self.replay.add_batch(items)  # one write per episode, not one per step
 
     def _publish(self) -> None:
         weights = self.learner.weights()

@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.actor import Actor
-from shoal.agent.batch_actor import BatchActor, write_steps
-from shoal.agent.builder import build_actor, build_nstep
+from shoal.agent.batch_actor import BatchActor
+from shoal.agent.builder import build_actor
 from shoal.config import Config
 from shoal.envs.vector import make_vector_env
+from shoal.replay.nstep import BatchNStepWriter
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -54,8 +55,10 @@ class SerialRunner(DQNRunner):
         envs = make_vector_env(cfg.env, cfg.env.num_envs, derive_seed(cfg.run.seed, TRAIN_STREAM))
         self.acting = BatchActor(self.actor, envs, (cfg.run.seed, TRAIN_STREAM))
         """The actor's envs and their episodes."""
-        self.writers = [build_nstep(cfg) for _ in range(cfg.env.num_envs)]
-        """One n-step writer per env: steps of different envs never share a window."""
+        d = cfg.dqn
+        self.nstep = BatchNStepWriter(cfg.env.num_envs, d.n_step, d.gamma)
+        """An n-step writer per env, as arrays: steps of different envs never share a
+        window."""
 
     def eval_actor(self) -> Actor:
         """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
@@ -77,7 +80,7 @@ class SerialRunner(DQNRunner):
         replay."""
         self.acting.epsilons[:] = self.epsilon(step)
         got = self.acting.step()
-        self.add_to_replay(write_steps(self.writers, got))
+        self.add_batch(got.write(self.nstep))
         if not got.finished:
             return Collected(got.count)
         episodes = [(f.ret, f.length) for f in got.finished]
@@ -105,8 +108,7 @@ class SerialRunner(DQNRunner):
         self.acting.cut()
 
     def _flush(self) -> None:
-        for writer in self.writers:
-            self.add_to_replay(writer.flush())
+        self.add_batch(self.nstep.flush())
 
     def close(self) -> None:
         """Close the actor's envs and the evaluation envs."""
@@ -119,7 +121,7 @@ class SerialRunner(DQNRunner):
         state = super().state_dict()
         state["rng"]["actions"] = self.rng.bit_generator.state
         state["acting"] = self.acting.state_dict()
-        state["writers"] = self.writers
+        state["nstep"] = self.nstep
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -130,6 +132,6 @@ class SerialRunner(DQNRunner):
         if "acting" not in state:
             self.acting.episodes[0] = int(state["resets"])
             return
-        self.writers = copy.deepcopy(state["writers"])
+        self.nstep = copy.deepcopy(state["nstep"])
         if not self.acting.load_state_dict(state["acting"]):
             self._flush()  # the episodes could not be re-created: they end here

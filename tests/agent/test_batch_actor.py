@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 
 from shoal.agent.actor import Actor
-from shoal.agent.batch_actor import BatchActor, write_steps
+from shoal.agent.batch_actor import BatchActor
 from shoal.agent.networks import QNetwork
 from shoal.config import EnvConfig
 from shoal.envs.tally import ENV_ID, episode_length, terminates, transition_errors
 from shoal.envs.vector import VectorEnvs, check_engine, make_vector_env
 from shoal.errors import ConfigError, EnvError
-from shoal.replay.nstep import NStepWriter
+from shoal.replay.nstep import BatchNStepWriter
 
 pytestmark = pytest.mark.timeout(120)
 GAMMA = 0.9
@@ -61,11 +61,12 @@ def make_actor(seed: int = 0) -> Actor:
 
 
 def play(acting: BatchActor, steps: int, n_step: int = 3):
-    writers = [NStepWriter(n_step, GAMMA) for _ in range(acting.num_envs)]
+    writer = BatchNStepWriter(acting.num_envs, n_step, GAMMA)
     items, finished, count = [], [], 0
     for _ in range(steps):
         got = acting.step()
-        items += write_steps(writers, got)
+        out = got.write(writer)
+        items += [{k: v[i] for k, v in out.items()} for i in range(len(out.get("reward", [])))]
         finished += got.finished
         count += got.count
     return items, finished, count

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from shoal.replay import NStepWriter
 
@@ -135,3 +138,86 @@ def test_emitted_transitions_carry_exactly_the_buffer_keys():
 def test_constructor_validates_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         NStepWriter(**kwargs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.integers(1, 30),
+    n=st.integers(1, 6),
+    gamma=st.floats(0.0, 1.0),
+    terminated=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_a_whole_episode_at_once_is_what_the_writer_emits(steps, n, gamma, terminated, seed):
+    from shoal.replay.nstep import nstep_episode
+
+    rng = np.random.default_rng(seed)
+    obs = rng.normal(size=(steps + 1, 3)).astype(np.float32)
+    actions = rng.integers(0, 4, size=steps)
+    rewards = rng.normal(size=steps).astype(np.float32)
+    writer = NStepWriter(n, gamma)
+    expected = []
+    for t in range(steps):
+        last = t == steps - 1
+        expected += writer.append(
+            obs[t],
+            int(actions[t]),
+            float(rewards[t]),
+            obs[t + 1],
+            terminated and last,
+            (not terminated) and last,
+        )
+    got = nstep_episode(obs, actions, rewards, terminated=terminated, n=n, gamma=gamma)
+    assert len(expected) == len(got["reward"]) == steps
+    for name in ("obs", "action", "reward", "next_obs", "discount"):
+        want = np.array([np.asarray(e[name]) for e in expected])
+        assert np.array_equal(got[name], want), name  # bit for bit
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    envs=st.integers(1, 5),
+    n=st.integers(1, 5),
+    gamma=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**16),
+    flush_at=st.integers(0, 40),
+)
+def test_the_batch_writer_emits_what_a_writer_per_env_emits(envs, n, gamma, seed, flush_at):
+    """Random episode ends (terminated, truncated), rows that are not steps (an engine's
+    reset step) and a flush: env by env, the same transitions bit for bit."""
+    from shoal.replay.nstep import BatchNStepWriter
+
+    rng = np.random.default_rng(seed)
+    batch = BatchNStepWriter(envs, n, gamma)
+    single = [NStepWriter(n, gamma) for _ in range(envs)]
+    got, want = [], []
+    ended = np.zeros(envs, bool)
+    for t in range(40):
+        obs = rng.normal(size=(envs, 2)).astype(np.float32)
+        nxt = rng.normal(size=(envs, 2)).astype(np.float32)
+        act = rng.integers(0, 3, size=envs)
+        rew = rng.normal(size=envs).astype(np.float32)
+        term, trunc = rng.random(envs) < 0.1, rng.random(envs) < 0.1
+        live = ~(ended & (rng.random(envs) < 0.5))  # an engine's reset step, after an end
+        ended = live & (term | trunc)
+        out = batch.append(obs, {"action": act}, rew, nxt, term, trunc, live)
+        got += [{k: v[i] for k, v in out.items()} for i in range(len(out.get("reward", [])))]
+        for i in np.flatnonzero(live):
+            want += single[i].append(obs[i], act[i], float(rew[i]), nxt[i], term[i], trunc[i])
+        if t == flush_at:
+            out = batch.flush()
+            got += [{k: v[i] for k, v in out.items()} for i in range(len(out.get("reward", [])))]
+            for w in single:
+                want += w.flush()
+            ended[:] = False
+
+    def key(tr):  # the batch writer orders envs by index within a step; compare as sets
+        return (
+            tr["obs"].tobytes(),
+            tr["next_obs"].tobytes(),
+            float(tr["reward"]),
+            float(tr["discount"]),
+            int(tr["action"]),
+        )
+
+    assert sorted(map(key, got)) == sorted(map(key, want))

@@ -37,6 +37,7 @@ from shoal.replay import ReplayService
 from shoal.run.loop import Collected
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.ray.actor import RolloutActor
+from shoal.runners.ray.address import cluster_address, preflight
 
 __all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
 
@@ -143,10 +144,15 @@ class RayRunner(DQNRunner):
 
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """Ray importable, a discrete-action env."""
-        _ray()
+        """Ray importable, a discrete-action env, and a Ray cluster answering at any address
+        given (:func:`~shoal.runners.ray.address.preflight`; unless this process has joined
+        a Ray already)."""
+        ray = _ray()
         if cls.probe(cfg).hybrid:
             raise EnvError(f"env.id {cfg.env.id!r}: the ray runner plays Discrete actions only")
+        given = cluster_address(cfg)
+        if given and not ray.is_initialized():
+            preflight(*given)
 
     @classmethod
     def make_replay(cls, cfg: Config, spec: EnvSpec) -> None:
@@ -184,9 +190,15 @@ class RayRunner(DQNRunner):
         ray, c = self.ray, self.cfg.ray
         if ray.is_initialized():  # a session the caller started (tests share one)
             return
-        address = c.address or os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address, log_to_driver=False)
+        given = cluster_address(self.cfg)
+        if given:
+            try:
+                ray.init(address=given[0], log_to_driver=False)
+            except Exception as e:  # gone since the pre-flight, or Ray says no
+                line = str(e).strip().splitlines()[:1] or [type(e).__name__]
+                raise ShoalError(
+                    f"{given[1]} {given[0]!r}: could not join the Ray cluster there ({line[0]})"
+                ) from e
         else:
             ray.init(**local_ray_options(c.num_cpus, c.node_ip_address, c.temp_dir))
         self.started_ray = True
