@@ -143,6 +143,8 @@ class Actor:
         explores). For one row it draws exactly what :meth:`select_action` draws, so a run
         with one env repeats the single-env actor's choices."""
         explore = self.rng.random(len(obs)) < epsilons
+        if not explore.any():  # the common case late in a run: no copies
+            return self.greedy(obs)
         actions = np.empty(len(obs), np.int64)
         if not explore.all():
             actions[~explore] = self.greedy(obs[~explore])

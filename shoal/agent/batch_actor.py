@@ -167,24 +167,25 @@ class BatchActor:
         actions = self.actor.act(obs, self.epsilons)
         nxt, rew, term, trunc = self.envs.step(actions)
         live = ~self._resetting
-        self.returns[live] += rew[live]
-        self.lengths[live] += 1
-        if self._history is not None:
-            for i in np.flatnonzero(live):
-                self._history[i].append(actions[i])
-        done = (term | trunc) & live
+        rows: Any = slice(None) if not self.envs.autoreset else live  # no reset rows
+        self.returns[rows] += rew[rows]
+        self.lengths[rows] += 1
+        if self._history is not None:  # sync engine: every row is a step
+            for history, action in zip(self._history, actions):
+                history.append(action)
+        done = term | trunc
+        if self.envs.autoreset:
+            done &= live
+            self._resetting = done
+        self.obs = nxt
+        if not done.any():
+            return Steps(obs, actions, rew, nxt, term, trunc, live, [])
         finished = [
             Finished(int(i), float(self.returns[i]), int(self.lengths[i]), self._meta[i])
             for i in np.flatnonzero(done)
         ]
         self.episodes[done] += 1
-        self.obs = nxt
-        if self.envs.autoreset:
-            self._resetting = done
-            if done.any():
-                self._begin(done)
-        elif done.any():
-            self._begin(done)
+        self._begin(done)
         return Steps(obs, actions, rew, nxt, term, trunc, live, finished)
 
     def cut(self) -> list[int]:

@@ -192,7 +192,9 @@ class BatchNStepWriter:
     """
 
     def __init__(self, num_envs: int, n: int, gamma: float) -> None:
-        NStepWriter(n, gamma)  # the same argument checks
+        self._one = NStepWriter(n, gamma)  # the same argument checks
+        """One env's writer: for a batch of one, a row's worth of arrays costs more than
+        the Python writer and a conversion of what it emits."""
         self.num_envs, self.n, self.gamma = num_envs, n, float(gamma)
         self._powers = np.array([self.gamma**i for i in range(n + 1)])  # Python's pow
         self._count = np.zeros(num_envs, np.int64)
@@ -223,23 +225,38 @@ class BatchNStepWriter:
         episode ended (anywhere else it would split an open window: ValueError).
         ``actions`` holds the action fields (``action``, and ``action_cont`` for hybrid
         actions), one row per env."""
+        if self.num_envs == 1:
+            if not live[0]:
+                return {}
+            action = {k: a[0] for k, a in actions.items()}
+            out = self._one.append(
+                obs[0], action, rewards[0], next_obs[0], terminated[0], truncated[0]
+            )
+            return _rows(out)
         if self._ring is None:
             self._alloc(obs, actions)
         ring, last = self._ring, self._last_next
         assert ring is not None and last is not None
-        if (self._count[~live] > 0).any():  # an env's open windows must be its newest slots
-            raise ValueError("a row that is not a step must follow its env's episode end")
         self._slot = s = (self._slot + 1) % self.n
-        ring["obs"][s, live] = obs[live]
-        ring["reward"][s, live] = rewards[live]
+        every = bool(live.all())
+        rows: Any = slice(None) if every else live  # a slice: no copies on the common path
+        if not every and (self._count[~live] > 0).any():  # open windows: the newest slots
+            raise ValueError("a row that is not a step must follow its env's episode end")
+        ring["obs"][s, rows] = obs[rows]
+        ring["reward"][s, rows] = rewards[rows]
         for name, a in actions.items():
-            ring[name][s, live] = a[live]
-        last[live] = next_obs[live]
-        self._count[live] += 1
-        done = live & (terminated | truncated)
-        full = live & ~done & (self._count == self.n)
+            ring[name][s, rows] = a[rows]
+        last[rows] = next_obs[rows]
+        self._count[rows] += 1
+        done = terminated | truncated
+        if not every:
+            done &= live
+        full = self._count == self.n
+        if done.any():
+            full &= ~done
+        elif full.all():  # mid-episode everywhere: one window per env, by slices
+            return self._windows(slice(None), self.n, bootstrap=True)
         parts = [self._windows(np.flatnonzero(full), self.n, bootstrap=True)]
-        self._count[full] = self.n - 1
         ends = np.flatnonzero(done)
         parts.append(self._episode_ends(ends, bootstrap=~terminated[ends]))
         return _concat(parts)
@@ -247,6 +264,8 @@ class BatchNStepWriter:
     def flush(self) -> dict[str, np.ndarray]:
         """Every open window, as if every env's episode were truncated now (a run cut
         mid-episode)."""
+        if self.num_envs == 1:
+            return _rows(self._one.flush())
         if self._ring is None:
             return {}
         envs = np.flatnonzero(self._count)
@@ -278,19 +297,33 @@ class BatchNStepWriter:
         self._count[envs] = 0
         return out
 
-    def _windows(self, envs: np.ndarray, k: int, bootstrap: bool) -> dict[str, np.ndarray]:
-        """The window of the last ``k`` steps of each env in ``envs``."""
+    def _windows(self, envs: Any, k: int, bootstrap: bool) -> dict[str, np.ndarray]:
+        """The window of the last ``k`` steps of each env in ``envs`` (indices, or a slice
+        for all); the windows stay open but their oldest step (``count`` is ``k - 1``)."""
         ring, n, s = self._ring, self.n, self._slot
         assert ring is not None and self._last_next is not None
         start = (s - k + 1) % n
-        ret = np.zeros(len(envs))
+        ret: Any = 0.0
         for j in range(k - 1, -1, -1):  # Horner from the newest reward, as the writer folds
             ret = ring["reward"][(start + j) % n, envs] + self.gamma * ret
-        out = {name: a[start, envs] for name, a in ring.items() if name != "reward"}
+        out = {name: a[start, envs].copy() for name, a in ring.items() if name != "reward"}
         out["reward"] = ret
-        out["next_obs"] = self._last_next[envs]
-        out["discount"] = np.full(len(envs), self._powers[k] if bootstrap else 0.0)
+        out["next_obs"] = self._last_next[envs].copy()
+        out["discount"] = np.full(len(out["reward"]), self._powers[k] if bootstrap else 0.0)
+        self._count[envs] = k - 1
         return out
+
+
+def _rows(transitions: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """A writer's transitions (their ``action`` a dict of action fields) as arrays."""
+    if not transitions:
+        return {}
+    out: dict[str, np.ndarray] = {}
+    for name in ("obs", "reward", "next_obs", "discount"):
+        out[name] = np.array([t[name] for t in transitions])
+    for name in transitions[0]["action"]:
+        out[name] = np.array([t["action"][name] for t in transitions])
+    return out
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -134,11 +134,16 @@ class RingStorage:
                     f"field {name!r} must have shape (B, *{self._shapes[name]}), got {a.shape}"
                 )
         indices = (self._cursor + np.arange(batch, dtype=np.int64)) % self._capacity
-        # Writing only the surviving tail keeps the target indices unique, so the result does
-        # not depend on how numpy orders repeated fancy-index writes.
-        keep = min(batch, self._capacity)
-        for name, a in arrays.items():
-            self._data[name][indices[batch - keep :]] = a[batch - keep :]
+        if self._cursor + batch <= self._capacity:  # no wrap: slices, not fancy indices
+            span = slice(self._cursor, self._cursor + batch)
+            for name, a in arrays.items():
+                self._data[name][span] = a
+        else:
+            # Writing only the surviving tail keeps the target indices unique, so the result
+            # does not depend on how numpy orders repeated fancy-index writes.
+            keep = min(batch, self._capacity)
+            for name, a in arrays.items():
+                self._data[name][indices[batch - keep :]] = a[batch - keep :]
         self._cursor = int((self._cursor + batch) % self._capacity)
         self._size = min(self._size + batch, self._capacity)
         return indices
