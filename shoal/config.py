@@ -79,9 +79,9 @@ class EnvConfig:
     """Envs each actor steps side by side, with one batched forward for all of them (the
     serial runner, the threads runner's acting thread, each rollout worker, each Ray actor)."""
     vector: str = param("sync", choices=("sync", "async", "envpool"))
-    """How an actor's envs are stepped: 'sync' (gymnasium's SyncVectorEnv, in the actor's
-    process), 'async' (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's
-    C++ pool, outside the GIL; an optional extra, for the ids envpool knows)."""
+    """How an actor's envs are stepped: 'sync' (in turn, in the actor's process), 'async'
+    (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's C++ pool,
+    outside the GIL; an optional extra, for the ids envpool knows)."""
 
 
 @dataclass
