@@ -39,7 +39,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-METHODS = ("shoal", "sb3-dqn", "sb3-ppo")
+METHODS = ("shoal", "sb3-dqn", "sb3-ppo", "shoal-8envs", "shoal-processes-8envs")
+SHOAL_VARIANTS = {
+    "shoal": [],
+    "shoal-8envs": ["env.num_envs=8"],
+    "shoal-processes-8envs": ["env.num_envs=8", "run.runner=processes", "processes.workers=2"],
+}
+"""shoal's runs: the preset (one env, serial), 8 envs per actor on serial and on processes
+(2 workers), everything else the preset's."""
 SB3_BUDGETS = {"sb3-dqn": 50_000, "sb3-ppo": 100_000}
 """Env step budgets of the SB3 runs (shoal's comes from its preset)."""
 EVAL_EVERY = 1000
@@ -95,8 +102,8 @@ class RunResult:
 
 
 # --- one run (in a child process) -----------------------------------------------------------
-def run_shoal(seed: int) -> RunResult:
-    """Train shoal's serial DQN with the ``cartpole`` preset."""
+def run_shoal(seed: int, method: str = "shoal") -> RunResult:
+    """Train shoal's DQN with the ``cartpole`` preset (and the variant's overrides)."""
     import torch
 
     import shoal
@@ -111,10 +118,11 @@ def run_shoal(seed: int) -> RunResult:
                 "run.progress=false",
                 "run.confirm_solve=false",
                 f"run.out='{tmpdir}'",
+                *SHOAL_VARIANTS[method],
             ],
         )
     return RunResult(
-        method="shoal",
+        method=method,
         seed=seed,
         solved=r.solved_step is not None,
         solve_step=r.solved_step,
@@ -190,7 +198,7 @@ def run_sb3(method: str, seed: int) -> RunResult:
 
 def run_one(method: str, seed: int) -> RunResult:
     """Run one (method, seed) in this process."""
-    return run_shoal(seed) if method == "shoal" else run_sb3(method, seed)
+    return run_shoal(seed, method) if method in SHOAL_VARIANTS else run_sb3(method, seed)
 
 
 # --- the driver -----------------------------------------------------------------------------
@@ -245,14 +253,15 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 def print_report(results: list[RunResult], summary: dict[str, Any], info: dict[str, Any]) -> None:
     """The per-run table, the medians, the ratios against the targets, and the machine."""
     header = (
-        f"{'method':<8} {'seed':>4} {'solved':>6} {'steps@solve':>11} {'s@solve':>8} {'total s':>8}"
+        f"{'method':<22} {'seed':>4} {'solved':>6} {'steps@solve':>11} {'s@solve':>8} "
+        f"{'total s':>8}"
     )
     print(header)
     print("-" * len(header))
     for r in results:
         at_solve = _fmt(r.solve_seconds, ".2f") if r.solved else f"{r.total_seconds:.2f}*"
         print(
-            f"{r.method:<8} {r.seed:>4} {'yes' if r.solved else 'NO':>6} "
+            f"{r.method:<22} {r.seed:>4} {'yes' if r.solved else 'NO':>6} "
             f"{_fmt(r.solve_step, 'd'):>11} {at_solve:>8} {r.total_seconds:>8.2f}"
         )
     if any(not r.solved for r in results):
@@ -261,7 +270,7 @@ def print_report(results: list[RunResult], summary: dict[str, Any], info: dict[s
     print("median seconds to solve:")
     for m, med in summary["median_seconds"].items():
         flag = "" if all(r.solved for r in results if r.method == m) else "  (includes unsolved*)"
-        print(f"  {m:<8} {med:8.2f}{flag}")
+        print(f"  {m:<22} {med:8.2f}{flag}")
     medians, ratios = summary["median_seconds"], summary["ratios"]
     if "shoal" in medians:
         ok = medians["shoal"] <= TARGET_SECONDS

@@ -1,8 +1,8 @@
 """The processes runner: N rollout worker processes feeding one central learner.
 
 Each worker (spawned) owns ``env.num_envs`` envs and an inference-only copy of the
-Q-network (no optimizer, no replay), steps them with one batched forward, and sends each
-episode whole, as it ends, through its own pipe. The
+Q-network (no optimizer, no replay), steps them with one batched forward, and sends the
+episodes that end in a step whole, in one message, through its own pipe. The
 learner (the caller's process) owns the replay buffer, the networks and the optimizer: it
 gathers ``episodes_per_batch`` episodes from each worker, adds them to replay through the
 n-step writer, takes the updates the update schedule owes for the env steps collected
@@ -148,12 +148,15 @@ def rollout_worker(
         got = acting.step()
         for i in got.rows():
             paths[i].add(got, i)
+        ended = []
         for end in got.finished:
             played = paths[end.env].episode(spec.hybrid)
             paths[end.env] = _Path()
             ids = {"worker": worker, "incarnation": incarnation, "index": index}
-            conn.send(Episode(**ids, **played, weights_version=actor.version, meta=end.meta))
+            ended.append(Episode(**ids, **played, weights_version=actor.version, meta=end.meta))
             index += 1
+        if ended:  # one message for the step's episodes: the learner's receive is per message
+            conn.send(ended)
 
 
 class _Path:
@@ -253,23 +256,24 @@ class ProcessesRunner(DQNRunner):
         self._slots = []
 
     def _collect(self, per_worker: int) -> list[Episode]:
-        """``per_worker`` whole episodes from every worker, restarting dead or silent ones."""
+        """At least ``per_worker`` whole episodes from every worker (a message holds the
+        episodes one step of its envs ended), restarting dead or silent ones."""
         need = dict.fromkeys(range(self.workers), per_worker)
         got: list[Episode] = []
         timeout = self.cfg.processes.worker_timeout
-        while any(need.values()):
+        while any(n > 0 for n in need.values()):
             conns = {self._slots[w].worker.conn: w for w in need if need[w] > 0}
             for conn in wait(list(conns), timeout=0.5):
                 w = conns[conn]
                 try:
-                    ep = conn.recv()
+                    episodes = conn.recv()
                 except Exception as e:  # EOF, a broken pipe or a truncated message: it died
                     self._restart(w, f"pipe failed ({type(e).__name__})")
                     continue
                 self._slots[w].last_heard = time.monotonic()
                 self._slots[w].budget.succeeded()
-                got.append(ep)
-                need[w] -= 1
+                got += episodes
+                need[w] -= len(episodes)
             now = time.monotonic()
             for w in list(need):
                 slot = self._slots[w]
