@@ -52,6 +52,8 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/ray_apex.py
 	$(PY) benchmarks/mapf_learner_cost.py
 	$(PY) benchmarks/mapf_learning.py
+	$(PY) benchmarks/collection.py
+	$(PY) benchmarks/evaluation.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks
