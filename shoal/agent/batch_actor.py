@@ -134,7 +134,8 @@ class BatchActor:
         return self.envs.num_envs
 
     def seed(self, env: int, episode: int) -> int:
-        """The reset seed of episode ``episode`` of env ``env``."""
+        """The reset seed of episode ``episode`` of env ``env`` (env 0's path has no env
+        index: a one-env actor resets from the seeds the unbatched actor used)."""
         return derive_seed(*self.seeds, episode, env) if env else derive_seed(*self.seeds, episode)
 
     def _begin(self, mask: np.ndarray) -> None:
