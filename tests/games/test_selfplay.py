@@ -166,6 +166,29 @@ def test_opponent_loader_plays_the_published_snapshot(no_shm_leak):
         sp.close()
 
 
+def test_each_env_of_a_worker_loads_the_newest_opponent_when_its_episode_begins(no_shm_leak):
+    """A worker's envs begin episodes at different times: an env that begins after a new
+    snapshot was published plays it, even when another env pulled it first."""
+    net = QNetwork(2 + 3, 3, hidden=[8], dueling=False).requires_grad_(False)
+    actor = Actor(net, n_actions=3, action_mask=True, rng=np.random.default_rng(0))
+    template = {k: v.clone() for k, v in net.state_dict().items()}
+    cfg = SelfPlayConfig(enabled=True, snapshot_every=1, random_fraction=0.0, sampling="latest")
+    sp = SelfPlay(cfg, template, seed=0)
+    try:
+        loader = sp.worker_part()
+        first, second = FakeEnv(), FakeEnv()
+        sp.on_publish(template, 0)
+        loader.before_episode(first, actor)
+        loader.before_episode(second, actor)
+        sp.on_publish(template, 1)  # snapshot 0 enters the pool
+        assert loader.before_episode(first, actor) == {"opponent": 0.0}
+        assert loader.before_episode(second, actor) == {"opponent": 0.0}
+        assert first.sets == second.sets == 2  # both now play snapshot 0
+        assert first.opponent is not random_player and second.opponent is not random_player
+    finally:
+        sp.close()
+
+
 def test_bad_arguments():
     with pytest.raises(ValueError, match="size"):
         OpponentPool(size=0)
@@ -188,6 +211,7 @@ def test_selfplay_run_on_connect_four(tmp_path):
             "selfplay.snapshot_every=2",
             "selfplay.random_fraction=0.0",
             "processes.episodes_per_batch=2",
+            "env.num_envs=3",  # a worker's envs each load the newest opponent
         ],
         run_dir=tmp_path / "run",
     )

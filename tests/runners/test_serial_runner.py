@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import shoal
+from shoal.config import load_config
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.loop import RunLoop
@@ -92,3 +93,22 @@ def test_ctrl_c_keeps_the_partial_episode(tmp_path, tiny, monkeypatch):
     monkeypatch.setattr(SerialRunner, "learn_steps", original)
     result = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
     assert result.env_steps >= max(step, 1200)
+
+
+def test_a_checkpoint_from_before_batching_resumes_at_its_next_episode(tmp_path, tiny):
+    """Checkpoints written before batching were taken between episodes and hold only the
+    reset count: the resumed run begins the episode that count names."""
+    shoal.train("cartpole", overrides=tiny(run__total_steps=300), run_dir=tmp_path / "r")
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    for key in ("acting", "nstep"):
+        del state[key]
+    state["resets"] = 7
+    runner = SerialRunner(load_config("cartpole", tiny()))
+    try:
+        runner.load_state_dict(state)
+        assert runner.acting.episodes.tolist() == [7]
+        got = runner.acting.step()
+        first = runner.acting.seed(0, 7)
+        assert got.obs[0].tolist() == runner.acting.envs.envs[0].reset(seed=first)[0].tolist()
+    finally:
+        runner.close()
