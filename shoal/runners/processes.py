@@ -2,10 +2,10 @@
 
 Each worker (spawned) owns ``env.num_envs`` envs and an inference-only copy of the
 Q-network (no optimizer, no replay), steps them with one batched forward, and sends the
-episodes that end in a step whole, in one message, through its own pipe. The
-learner (the caller's process) owns the replay buffer, the networks and the optimizer: it
-gathers ``episodes_per_batch`` episodes from each worker, adds them to replay through the
-n-step writer, takes the updates the update schedule owes for the env steps collected
+episodes that end in a step whole, in one message, through its own pipe. The learner (the
+caller's process) owns the replay buffer, the networks and the optimizer: it gathers
+``episodes_per_batch`` episodes per env from each worker, adds them to replay as n-step
+transitions, takes the updates the update schedule owes for the env steps collected
 (:class:`~shoal.run.schedule.UpdateSchedule`: the serial rule or ``run.replay_ratio``; or
 ``learning_steps_per_batch``), and publishes the weights together with the batch's
 exploration epsilon into a shared-memory :class:`~shoal.sync.weights.SharedWeightStore`,
@@ -61,7 +61,9 @@ class ProcessesConfig:
     workers: int = param(0, ge=0)
     """Rollout worker processes (0: cpu_count() - 2, at least 1)."""
     episodes_per_batch: int = param(4, gt=0)
-    """Whole episodes each worker contributes to one learner batch."""
+    """Whole episodes each of a worker's envs contributes to one learner batch (a worker
+    with env.num_envs envs gives that many times more): the batches, and the weight
+    publishes after them, keep their size in env steps whatever the envs per worker."""
     learning_steps_per_batch: int = param(0, ge=0)
     """Gradient steps per collected batch (0: as many as the serial runner would take for
     the env steps collected: the update schedule's)."""
@@ -292,10 +294,11 @@ class ProcessesRunner(DQNRunner):
             self._slots.append(self._start(w, 0, RestartBudget(MAX_FAILURES)))
 
     def collect(self, step: int) -> Collected:
-        """``episodes_per_batch`` whole episodes from every worker, into replay."""
+        """``episodes_per_batch`` whole episodes per env from every worker, into replay."""
         self._step = step
         got = []
-        for ep in self._collect(self.cfg.processes.episodes_per_batch):
+        per_worker = self.cfg.processes.episodes_per_batch * self.cfg.env.num_envs
+        for ep in self._collect(per_worker):
             self._store_episode(ep)
             got.append((float(ep.rewards.sum()), len(ep.actions)))
         return Collected(sum(length for _, length in got), got)
