@@ -55,11 +55,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from shoal.config import VECTOR_ENGINES as ENGINES  # light: imports no torch
+
 ENV_ID = "CartPole-v1"
 EPSILON = 0.05
 FLOOR_ENVS = 32
 FLOOR = f"floor: SyncVectorEnv x {FLOOR_ENVS} + batched forward"
-ENGINES = ("sync", "async", "envpool")
 NO_LEARNING = [
     "run.learning_starts=1000000000",
     "run.eval_every=1000000000",

@@ -61,6 +61,10 @@ def param(default: Any, **rules: Any) -> Any:
     return field(default=default, metadata=rules)
 
 
+VECTOR_ENGINES = ("sync", "async", "envpool")
+"""Values of ``env.vector`` (the engines of :mod:`shoal.envs.vector`)."""
+
+
 @dataclass
 class EnvConfig:
     """The environment to learn on."""
@@ -78,7 +82,7 @@ class EnvConfig:
     num_envs: int = param(1, gt=0)
     """Envs each actor steps side by side, with one batched forward for all of them (the
     serial runner, the threads runner's acting thread, each rollout worker, each Ray actor)."""
-    vector: str = param("sync", choices=("sync", "async", "envpool"))
+    vector: str = param("sync", choices=VECTOR_ENGINES)
     """How an actor's envs are stepped: 'sync' (in turn, in the actor's process), 'async'
     (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's C++ pool,
     outside the GIL; an optional extra, for the ids envpool knows)."""

@@ -26,13 +26,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from shoal.config import EnvConfig
+from shoal.config import VECTOR_ENGINES, EnvConfig
 from shoal.envs.gym_env import make_env
 from shoal.errors import ConfigError, EnvError
 
 __all__ = ["ENGINES", "EnvList", "VectorEnvs", "check_engine", "make_vector_env"]
 
-ENGINES = ("sync", "async", "envpool")
+ENGINES = VECTOR_ENGINES
 """Values of ``env.vector``."""
 
 

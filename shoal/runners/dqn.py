@@ -9,7 +9,6 @@ overrides a hook; the builder knows no domain.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +98,6 @@ class DQNRunner(Runner):
     def epsilon(self, step: int) -> float:
         """The exploration schedule's epsilon at env step ``step``."""
         return self.exploration(step)
-
-    def add_to_replay(self, transitions: Iterable[dict[str, Any]]) -> None:
-        """Add n-step transitions to replay in one write; a hybrid action ``(discrete,
-        continuous)`` is stored as ``action`` and ``action_cont``."""
-        items = list(transitions)
-        if self.spec.hybrid:
-            items = [{**t, "action": t["action"][0], "action_cont": t["action"][1]} for t in items]
-        if items:
-            self.replay.add_many(items)
 
     def add_batch(self, items: dict[str, Any]) -> None:
         """Add transitions given as one array per field (none: nothing to add)."""

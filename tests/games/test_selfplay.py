@@ -134,13 +134,19 @@ class FakeEnv:
         self.sets += 1
 
 
-def test_opponent_loader_plays_the_published_snapshot(no_shm_leak):
+def latest_snapshot_selfplay():
+    """An actor on a small masked network, its weights, and self-play publishing the latest
+    snapshot at every batch."""
     torch.manual_seed(0)
     net = QNetwork(2 + 3, 3, hidden=[8], dueling=False).requires_grad_(False)
     actor = Actor(net, n_actions=3, action_mask=True, rng=np.random.default_rng(0))
     template = {k: v.clone() for k, v in net.state_dict().items()}
     cfg = SelfPlayConfig(enabled=True, snapshot_every=1, random_fraction=0.0, sampling="latest")
-    sp = SelfPlay(cfg, template, seed=0)
+    return actor, template, SelfPlay(cfg, template, seed=0)
+
+
+def test_opponent_loader_plays_the_published_snapshot(no_shm_leak):
+    actor, template, sp = latest_snapshot_selfplay()
     try:
         loader = sp.worker_part()
         assert isinstance(loader, OpponentLoader)
@@ -169,11 +175,7 @@ def test_opponent_loader_plays_the_published_snapshot(no_shm_leak):
 def test_each_env_of_a_worker_loads_the_newest_opponent_when_its_episode_begins(no_shm_leak):
     """A worker's envs begin episodes at different times: an env that begins after a new
     snapshot was published plays it, even when another env pulled it first."""
-    net = QNetwork(2 + 3, 3, hidden=[8], dueling=False).requires_grad_(False)
-    actor = Actor(net, n_actions=3, action_mask=True, rng=np.random.default_rng(0))
-    template = {k: v.clone() for k, v in net.state_dict().items()}
-    cfg = SelfPlayConfig(enabled=True, snapshot_every=1, random_fraction=0.0, sampling="latest")
-    sp = SelfPlay(cfg, template, seed=0)
+    actor, template, sp = latest_snapshot_selfplay()
     try:
         loader = sp.worker_part()
         first, second = FakeEnv(), FakeEnv()
