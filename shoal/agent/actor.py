@@ -143,13 +143,17 @@ class Actor:
         explores). For one row it draws exactly what :meth:`select_action` draws, so a run
         with one env repeats the single-env actor's choices."""
         explore = self.rng.random(len(obs)) < epsilons
-        if not explore.any():  # the common case late in a run: no copies
+        k = int(np.count_nonzero(explore))
+        if k == 0:  # the common case late in a run
             return self.greedy(obs)
-        actions = np.empty(len(obs), np.int64)
-        if not explore.all():
-            actions[~explore] = self.greedy(obs[~explore])
-        for i in np.flatnonzero(explore):
-            actions[i] = self._random_action(obs[i])
+        # Exploring rows ride along in the forward: selecting the others would cost more
+        # (copies) than the rows save on a network an actor steps every env step with.
+        actions = self.greedy(obs) if k < len(obs) else np.empty(len(obs), np.int64)
+        if self.action_mask:
+            for i in np.flatnonzero(explore):
+                actions[i] = self._random_action(obs[i])
+        else:  # one draw for all (one row: the same draw as select_action's)
+            actions[explore] = self.rng.integers(self.n_actions, size=k)
         return actions
 
     def _random_action(self, obs: np.ndarray) -> int:

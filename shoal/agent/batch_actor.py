@@ -25,9 +25,13 @@ import numpy as np
 
 from shoal.agent.actor import Actor
 from shoal.envs.vector import VectorEnvs
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import derive_seeds
 
 __all__ = ["BatchActor", "Finished", "Steps", "write_row"]
+
+SEED_BLOCK = 256
+"""Episode seeds are derived this many at a time per env (one ``SeedSequence`` each would
+cost more than the reset it seeds)."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,7 @@ class BatchActor:
         self._history: list[list[Any]] | None = (
             None if envs.envs is None else [[] for _ in range(n)]
         )
+        self._seed_blocks: dict[int, tuple[int, list[int]]] = {}  # env -> (block, seeds)
 
     @property
     def num_envs(self) -> int:
@@ -136,25 +141,32 @@ class BatchActor:
     def seed(self, env: int, episode: int) -> int:
         """The reset seed of episode ``episode`` of env ``env`` (env 0's path has no env
         index: a one-env actor resets from the seeds the unbatched actor used)."""
-        return derive_seed(*self.seeds, episode, env) if env else derive_seed(*self.seeds, episode)
+        block, at = divmod(episode, SEED_BLOCK)
+        cached = self._seed_blocks.get(env)
+        if cached is None or cached[0] != block:
+            ks = np.arange(block * SEED_BLOCK, (block + 1) * SEED_BLOCK)
+            path = (*self.seeds, ks, env) if env else (*self.seeds, ks)
+            cached = (block, derive_seeds(*path).tolist())
+            self._seed_blocks[env] = cached
+        return cached[1][at]
 
     def _begin(self, mask: np.ndarray) -> None:
         """Reset the envs in ``mask`` into their next episodes."""
-        ids = np.flatnonzero(mask)
+        ids = np.flatnonzero(mask).tolist()
         for i in ids:
             if self.on_reset is not None:
                 assert self.envs.envs is not None, "a reset hook needs the sync engine"
-                self._meta[i] = self.on_reset(int(i), self.envs.envs[i])
+                self._meta[i] = self.on_reset(i, self.envs.envs[i])
             if self._history is not None:
                 self._history[i] = []
         self.returns[ids], self.lengths[ids] = 0.0, 0
         if self.envs.autoreset:  # one seed for the pool; it resets finished envs itself
             self.obs = self.envs.reset() if self.obs is None else self.obs
             return
-        seeds = [
-            self.seed(i, int(k)) if m else None for i, (m, k) in enumerate(zip(mask, self.episodes))
-        ]
-        if mask.all():
+        seeds: list[int | None] = [None] * self.num_envs
+        for i in ids:
+            seeds[i] = self.seed(i, int(self.episodes[i]))
+        if len(ids) == self.num_envs:
             self.obs = self.envs.reset(seeds)  # type: ignore[arg-type]
         else:
             self.obs = self.envs.reset_some(mask, seeds)

@@ -104,8 +104,8 @@ class EnvList(VectorEnvs):
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One step of every env, in turn."""
         assert self.envs is not None
-        if not isinstance(actions, list):  # hybrid pairs go as they are
-            actions = actions.tolist()
+        # An int array's items go as numpy ints (hybrid pairs as they are): a Discrete
+        # space checks a numpy int faster than a Python int.
         if self.num_envs == 1:  # the common single env: no zips, no stack
             obs, rew, term, trunc, _ = self.envs[0].step(actions[0])
             self._obs = np.asarray(obs)[None]

@@ -247,54 +247,71 @@ class BatchNStepWriter:
         for name, a in actions.items():
             ring[name][s, rows] = a[rows]
         last[rows] = next_obs[rows]
-        self._count[rows] += 1
+        count = self._count
+        count[rows] += 1
         done = terminated | truncated
         if not every:
             done &= live
-        full = self._count == self.n
-        if done.any():
-            full &= ~done
-        elif full.all():  # mid-episode everywhere: one window per env, by slices
-            return self._windows(slice(None), self.n, bootstrap=True)
-        parts = [self._windows(np.flatnonzero(full), self.n, bootstrap=True)]
+        full = count == self.n
+        if not done.any():
+            if full.all():  # mid-episode everywhere: one window per env, by slices
+                return self._windows(slice(None), self.n, bootstrap=True)
+            going = np.flatnonzero(full)
+            if not len(going):
+                return {}
+            out = self._gather(going, np.full(len(going), self.n), np.ones(len(going), bool))
+            count[going] = self.n - 1
+            return out
+        # Full windows of envs that go on, then every open window of the envs that ended
+        # (env by env, oldest first): one gather for all of them.
+        going = np.flatnonzero(full & ~done)
         ends = np.flatnonzero(done)
-        parts.append(self._episode_ends(ends, bootstrap=~terminated[ends]))
-        return _concat(parts)
+        end_envs, end_k, end_boot = self._open_windows(ends, ~terminated[ends])
+        out = self._gather(
+            np.concatenate([going, end_envs]),
+            np.concatenate([np.full(len(going), self.n), end_k]),
+            np.concatenate([np.ones(len(going), bool), end_boot]),
+        )
+        count[going], count[ends] = self.n - 1, 0
+        return out
 
     def flush(self) -> dict[str, np.ndarray]:
         """Every open window, as if every env's episode were truncated now (a run cut
         mid-episode)."""
         if self.num_envs == 1:
             return _rows(self._one.flush())
-        if self._ring is None:
-            return {}
         envs = np.flatnonzero(self._count)
-        return self._episode_ends(envs, bootstrap=np.ones(len(envs), bool))
-
-    def _episode_ends(self, envs: np.ndarray, bootstrap: np.ndarray) -> dict[str, np.ndarray]:
-        """All open windows of ``envs`` (their episodes ended), env by env, oldest first,
-        computed for all of them at once."""
-        ring, last, n, s = self._ring, self._last_next, self.n, self._slot
-        if not len(envs) or ring is None or last is None:
+        if self._ring is None or not len(envs):
             return {}
-        count = self._count[envs]
-        pos = np.arange(n)
-        open_ = pos[None, :] < count[:, None]  # (envs, n): position p is a window's start
-        slots = (s - count[:, None] + 1 + pos[None, :]) % n
-        rewards = ring["reward"][slots, envs[:, None]]
-        folded = np.zeros(rewards.shape)
-        acc = np.zeros(len(envs))
-        for p in range(n - 1, -1, -1):  # Horner from the newest reward, as the writer folds
-            acc = np.where(open_[:, p], rewards[:, p] + self.gamma * acc, acc)
-            folded[:, p] = acc
-        rows = np.broadcast_to(envs[:, None], open_.shape)[open_]
-        starts = slots[open_]
-        k = (count[:, None] - pos[None, :])[open_]
-        out = {name: a[starts, rows] for name, a in ring.items() if name != "reward"}
-        out["reward"] = folded[open_]
-        out["next_obs"] = last[rows]
-        out["discount"] = np.where(np.repeat(bootstrap, count), self._powers[k], 0.0)
+        out = self._gather(*self._open_windows(envs, np.ones(len(envs), bool)))
         self._count[envs] = 0
+        return out
+
+    def _open_windows(
+        self, envs: np.ndarray, bootstrap: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every open window of ``envs``, env by env, oldest first: each window's env, its
+        length and whether it bootstraps (``bootstrap``: per env)."""
+        c = self._count[envs]
+        offset = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        return np.repeat(envs, c), np.repeat(c, c) - offset, np.repeat(bootstrap, c)
+
+    def _gather(
+        self, envs: np.ndarray, k: np.ndarray, bootstrap: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """Transition j: the last ``k[j]`` steps of env ``envs[j]``, bootstrapping from the
+        newest step's next observation where ``bootstrap[j]``."""
+        ring, n, s = self._ring, self.n, self._slot
+        assert ring is not None and self._last_next is not None
+        starts = (s - k + 1) % n
+        rewards = ring["reward"]
+        ret = np.zeros(len(envs))
+        for j in range(n - 1, -1, -1):  # Horner from the newest reward, as the writer folds
+            ret = np.where(j < k, rewards[(starts + j) % n, envs] + self.gamma * ret, ret)
+        out = {name: a[starts, envs] for name, a in ring.items() if name != "reward"}
+        out["reward"] = ret
+        out["next_obs"] = self._last_next[envs]
+        out["discount"] = np.where(bootstrap, self._powers[k], 0.0)
         return out
 
     def _windows(self, envs: Any, k: int, bootstrap: bool) -> dict[str, np.ndarray]:
@@ -324,10 +341,3 @@ def _rows(transitions: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     for name in transitions[0]["action"]:
         out[name] = np.array([t["action"][name] for t in transitions])
     return out
-
-
-def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
-    parts = [p for p in parts if p and len(p["reward"])]
-    if len(parts) <= 1:
-        return parts[0] if parts else {}
-    return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}

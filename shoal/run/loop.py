@@ -282,10 +282,11 @@ class RunLoop:
             raise
         finally:
             metrics.close()
+        result = self._result()  # the curve is drawn after the clock stops
         from shoal.run.curve import plot_run
 
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=self.title)
-        return self._result()
+        return result
 
     def _train(self, metrics: MetricsWriter, bar: TrainProgress) -> None:
         """collect -> episode rows -> learn -> evaluate -> tick -> stop? -> checkpoint."""

@@ -80,8 +80,7 @@ a solve) or 'tick'; cells that do not apply are empty."""
 _NOT_MIRRORED = frozenset({"episode", "wall_s"})
 """Columns that are numbers but not curves worth a TensorBoard scalar."""
 _EPISODE_NOT_MIRRORED = _NOT_MIRRORED | {"epsilon", "updates"}
-"""Episode rows leave out what tick rows already draw: a run of short episodes logs tens of
-thousands, and each scalar costs a record and two checksums."""
+"""Episode rows leave out what tick rows already draw."""
 
 
 class MetricsWriter:
@@ -99,6 +98,8 @@ class MetricsWriter:
         self._path = Path(csv_path)
         self._tb_dir = tb_dir
         self._tb: EventFileWriter | None = None  # made when the first number is mirrored
+        self._episodes: dict[str, list[float]] = {}  # episode numbers awaiting their mean
+        self._episodes_step = 0
         header = _existing_header(self._path)
         if header is None:
             header = list(METRIC_FIELDS)
@@ -117,7 +118,8 @@ class MetricsWriter:
 
     def log(self, kind: str, step: int, **values: Any) -> None:
         """Write one row; every number except ``episode`` and ``wall_s`` (and NaN) also goes
-        to TensorBoard as ``kind/name`` at ``step``.
+        to TensorBoard as ``kind/name`` at ``step`` (episode rows: their return and length,
+        as the mean over the episodes between two other rows).
 
         Floats are written with 6 significant digits. A name the header lacks widens the
         file first (see :meth:`add_columns`).
@@ -157,8 +159,15 @@ class MetricsWriter:
         self._index = {name: i for i, name in enumerate(columns)}
 
     def _mirror(self, kind: str, step: int, values: dict[str, Any]) -> None:
-        """Send the row's numbers to TensorBoard, opening the event file on first use."""
-        skip = _EPISODE_NOT_MIRRORED if kind == "episode" else _NOT_MIRRORED
+        """Send the row's numbers to TensorBoard, opening the event file on first use.
+        Episode rows are averaged until the next other row (see :meth:`_pend`)."""
+        if kind == "episode":
+            self._pend(step, values)
+            return
+        self._mirror_episodes()
+        self._send(kind, step, values, _NOT_MIRRORED)
+
+    def _send(self, kind: str, step: int, values: dict[str, Any], skip: frozenset[str]) -> None:
         for key, value in values.items():
             if key in skip or not isinstance(value, (int, float)):
                 continue
@@ -168,8 +177,29 @@ class MetricsWriter:
                 self._tb = EventFileWriter(self._tb_dir)
             self._tb.add_scalar(f"{kind}/{key}", value, step)
 
+    def _pend(self, step: int, values: dict[str, Any]) -> None:
+        """Add an episode row to the mean TensorBoard gets at the next tick, evaluation or
+        flush: batched actors end thousands of short episodes a second, and a scalar per
+        episode cost more than the episode's steps (the CSV keeps every row)."""
+        for key, value in values.items():
+            if key in _EPISODE_NOT_MIRRORED or not isinstance(value, (int, float)):
+                continue
+            if value == value:
+                total = self._episodes.setdefault(key, [0.0, 0])
+                total[0] += value
+                total[1] += 1
+        self._episodes_step = step
+
+    def _mirror_episodes(self) -> None:
+        """The pending episodes' mean of each number, at the step the last of them ended."""
+        if self._episodes:
+            means = {key: total / count for key, (total, count) in self._episodes.items()}
+            self._episodes = {}
+            self._send("episode", self._episodes_step, means, _EPISODE_NOT_MIRRORED)
+
     def flush(self) -> None:
         """Push buffered rows to disk (called at checkpoints and at the end)."""
+        self._mirror_episodes()
         self._file.flush()
         if self._tb is not None:
             self._tb.flush()
@@ -178,6 +208,8 @@ class MetricsWriter:
         """Flush and close both sinks; safe to call twice."""
         if not self._file.closed:
             self._file.close()
+        if self._tb_dir is not None:
+            self._mirror_episodes()
         if self._tb is not None:
             self._tb.close()
             self._tb = None

@@ -286,3 +286,25 @@ def test_writer_is_cheap_per_row(tmp_path):
     assert elapsed < 20.0  # about 0.3 s on one core; generous for loaded CI machines
     assert len(read_metrics(tmp_path / "metrics.csv")) == 20_000
     assert os.path.getsize(tmp_path / "metrics.csv") > 0
+
+
+def test_episode_rows_reach_tensorboard_as_means_between_other_rows(tmp_path):
+    event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
+    with MetricsWriter(tmp_path / "metrics.csv", tmp_path / "tb") as m:
+        for step, ret in ((5, 1.0), (9, 2.0), (12, 6.0)):
+            m.log("episode", step, episode=0, length=step, **{"return": ret})
+        m.log("tick", 20, loss=0.5)
+        m.log("episode", 30, episode=3, length=4, **{"return": float("nan")})
+        m.log("episode", 31, episode=4, length=8, **{"return": 7.0})
+    (path,) = (tmp_path / "tb").iterdir()
+    events = [event_pb2.Event.FromString(r[12:-4]) for r in tf_records(path)]
+    got = [(e.summary.value[0].tag, e.step, e.summary.value[0].simple_value) for e in events[1:]]
+    assert got == [
+        ("episode/length", 12, pytest.approx(26 / 3)),
+        ("episode/return", 12, 3.0),
+        ("tick/loss", 20, 0.5),
+        ("episode/length", 31, 6.0),  # pending means go out when the writer closes
+        ("episode/return", 31, 7.0),  # a NaN return is no point, not a NaN mean
+    ]
+    rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
+    assert len([r for r in rows if r["kind"] == "episode"]) == 5  # the CSV keeps every row
