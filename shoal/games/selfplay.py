@@ -195,11 +195,12 @@ class SelfPlay:
         """What each rollout worker gets: loads the published opponent into its env."""
         return OpponentLoader(self.opponents)
 
-    def on_episode(self, meta: Mapping[str, float], rewards: np.ndarray) -> None:
-        """Record the learner's result against the snapshot an episode was played with."""
+    def on_episode(self, meta: Mapping[str, float], final_reward: float) -> None:
+        """Record the learner's result (the episode's last reward) against the snapshot
+        the episode was played with."""
         opponent = int(meta.get("opponent", -1))
         if opponent >= 0:
-            self.pool.record(opponent, float(rewards[-1]))
+            self.pool.record(opponent, float(final_reward))
 
     def on_publish(self, weights: Mapping[str, torch.Tensor], batches: int) -> None:
         """Snapshot every ``snapshot_every`` batches; publish the next batch's opponent."""

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BatchNStepWriter", "NStepWriter", "nstep_episode"]
+__all__ = ["BatchNStepWriter", "NStepWriter", "nstep_episodes"]
 
 
 class NStepWriter:
@@ -131,48 +131,56 @@ class NStepWriter:
         }
 
 
-def nstep_episode(
+def nstep_episodes(
     obs: np.ndarray,
-    actions: np.ndarray,
+    fields: dict[str, np.ndarray],
     rewards: np.ndarray,
+    lengths: np.ndarray,
+    terminated: np.ndarray,
     *,
-    terminated: bool,
     n: int,
     gamma: float,
 ) -> dict[str, np.ndarray]:
-    """A whole episode's n-step transitions in one go, one array per field: exactly what an
-    :class:`NStepWriter` fed the episode step by step emits (same order, same bits), for a
-    learner that receives episodes whole and would otherwise spend a Python call per step.
+    """Whole episodes' n-step transitions in one go, one array per field: exactly what an
+    :class:`NStepWriter` fed each episode step by step emits (same order, same bits), for
+    whole episodes that would otherwise cost a Python call per step.
 
-    ``obs`` holds the T + 1 observations (the last is the final one), ``actions`` and
-    ``rewards`` the T steps; the episode ended terminated (no bootstrap from its end) or
-    truncated. The window from step t ends at ``e = min(t + n, T)``; its reward is folded
-    newest first, as the writer folds it.
+    The episodes lie back to back: episode e has ``lengths[e]`` steps, whose rows of
+    ``rewards`` and of each array in ``fields`` (``action``, and ``action_cont`` for hybrid
+    actions: copied to the transitions) are consecutive, and ``lengths[e] + 1`` rows of
+    ``obs`` (the last its final observation). It ended terminated (no bootstrap from its
+    end) or truncated, as ``terminated[e]`` says. The window from step t of an episode of
+    T steps ends at ``min(t + n, T)``; its reward is folded newest first, as the writer
+    folds it.
 
     Example:
-        >>> out = nstep_episode(np.arange(4.0), np.zeros(3), np.array([1.0, 2.0, 4.0]),
-        ...                     terminated=True, n=2, gamma=0.5)
+        >>> out = nstep_episodes(np.arange(4.0), {"action": np.zeros(3)},
+        ...                      np.array([1.0, 2.0, 4.0]), np.array([3]), np.array([True]),
+        ...                      n=2, gamma=0.5)
         >>> out["reward"].tolist(), out["next_obs"].tolist(), out["discount"].tolist()
         ([2.0, 4.0, 4.0], [2.0, 3.0, 3.0], [0.25, 0.0, 0.0])
     """
-    steps = len(actions)
-    t = np.arange(steps)
-    end = np.minimum(t + n, steps)
+    lengths = np.asarray(lengths, np.int64)
+    steps = int(lengths.sum())
+    episode = np.repeat(np.arange(len(lengths)), lengths)
+    first_step = np.cumsum(lengths) - lengths  # each episode's first row of rewards
+    t = np.arange(steps) - first_step[episode]  # the step within its episode
+    size = lengths[episode]
+    end = np.minimum(t + n, size)
     r = np.asarray(rewards, np.float64)
     ret = np.zeros(steps)
     for j in range(n - 1, -1, -1):  # Horner from the newest reward of each window
-        at = t + j
-        inside = at < end
-        ret = np.where(inside, r[np.minimum(at, steps - 1)] + gamma * ret, ret)
+        inside = t + j < end
+        ret = np.where(inside, r[np.minimum(np.arange(steps) + j, steps - 1)] + gamma * ret, ret)
     powers = np.array([float(gamma) ** i for i in range(n + 1)])  # Python's pow: the writer's
     discount = powers[end - t]
-    if terminated:
-        discount[end == steps] = 0.0
+    discount[(end == size) & np.asarray(terminated, bool)[episode]] = 0.0
+    obs_row = first_step[episode] + episode  # episode e's obs rows start e rows later
     return {
-        "obs": obs[:steps],
-        "action": np.asarray(actions),
+        "obs": obs[obs_row + t],
+        **{name: np.asarray(a) for name, a in fields.items()},
         "reward": ret,
-        "next_obs": obs[end],
+        "next_obs": obs[obs_row + end],
         "discount": discount,
     }
 

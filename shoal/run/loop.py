@@ -22,6 +22,7 @@ that solved the run), because DQN often degrades after it has solved a task.
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
 from collections.abc import Sequence
@@ -234,24 +235,25 @@ class RunLoop:
 
     def _episode_rows(self, metrics: MetricsWriter, got: Collected) -> None:
         c, runner, episodes = self.c, self.runner, got.episodes
-        extras = got.extras or [{}] * len(episodes)
-        # The episodes of one collect ran back to back and the last ended at c["step"]:
-        # each row gets the step its episode ended at.
-        end = c["step"] - sum(length for _, length in episodes)
-        for (ret, length), extra in zip(episodes, extras):
-            end = c["step"] if got.side_by_side else end + length
-            metrics.log(
-                "episode",
-                end,
-                wall_s=self.wall(),
-                episode=c["episode"],
-                length=length,
-                epsilon=runner.epsilon(end),
-                updates=runner.updates,
-                **{"return": float(ret)},
-                **extra,
-            )
-            c["episode"] += 1
+        # The episodes of one collect ran back to back and the last ended at c["step"]
+        # (side by side: all at c["step"]): each row gets the step its episode ended at.
+        lengths = [length for _, length in episodes]
+        if got.side_by_side:
+            ends = [c["step"]] * len(episodes)
+        else:
+            ends = list(itertools.accumulate(lengths, initial=c["step"] - sum(lengths)))[1:]
+        columns: dict[str, Any] = {
+            "wall_s": self.wall(),
+            "episode": range(c["episode"], c["episode"] + len(episodes)),
+            "length": lengths,
+            "epsilon": [runner.epsilon(end) for end in ends],
+            "updates": runner.updates,
+            "return": [float(ret) for ret, _ in episodes],
+        }
+        for key in dict.fromkeys(key for extra in got.extras for key in extra):
+            columns[key] = [extra.get(key, "") for extra in got.extras]
+        metrics.log_many("episode", ends, **columns)
+        c["episode"] += len(episodes)
 
     # --- the loop ---------------------------------------------------------------------------
     def run(self) -> TrainResult:

@@ -80,6 +80,8 @@ a solve) or 'tick'; cells that do not apply are empty."""
 _NOT_MIRRORED = frozenset({"episode", "wall_s"})
 """Columns that are numbers but not curves worth a TensorBoard scalar."""
 _EPISODE_NOT_MIRRORED = _NOT_MIRRORED | {"epsilon", "updates"}
+_LISTS = (list, tuple, range)
+"""What :meth:`MetricsWriter.log_many` takes as a column of values (else one value)."""
 """Episode rows leave out what tick rows already draw."""
 
 
@@ -139,6 +141,37 @@ class MetricsWriter:
         if self._tb_dir is not None:
             self._mirror(kind, step, values)
 
+    def log_many(self, kind: str, steps: Sequence[int], **columns: Any) -> None:
+        """One row per entry of ``steps``, as :meth:`log` would write them one by one: each
+        column a list (a value per row) or one value for every row. A batch of envs ends
+        thousands of episodes a second; this writes them in one go."""
+        if not steps:
+            return
+        self.add_columns(columns)
+        index, rows = self._index, len(steps)
+        lists = {k: v if isinstance(v, _LISTS) else [v] * rows for k, v in columns.items()}
+        cells = {
+            index[key]: [f"{v:.6g}" if isinstance(v, float) else v for v in values]
+            for key, values in lists.items()
+        }
+        template = [""] * len(index)
+        template[index["kind"]] = kind
+        out = []
+        for j, step in enumerate(steps):
+            row = template.copy()
+            row[index["step"]] = step
+            for i, column in cells.items():
+                row[i] = column[j]
+            out.append(row)
+        self._csv.writerows(out)
+        if self._tb_dir is None:
+            return
+        if kind == "episode":
+            self._pend(steps[-1], lists)
+            return
+        for j, step in enumerate(steps):
+            self._mirror(kind, step, {key: values[j] for key, values in lists.items()})
+
     def add_columns(self, names: Iterable[str]) -> None:
         """Add columns at the end of the header (names already there are skipped).
 
@@ -162,7 +195,7 @@ class MetricsWriter:
         """Send the row's numbers to TensorBoard, opening the event file on first use.
         Episode rows are averaged until the next other row (see :meth:`_pend`)."""
         if kind == "episode":
-            self._pend(step, values)
+            self._pend(step, {key: [value] for key, value in values.items()})
             return
         self._mirror_episodes()
         self._send(kind, step, values, _NOT_MIRRORED)
@@ -177,17 +210,19 @@ class MetricsWriter:
                 self._tb = EventFileWriter(self._tb_dir)
             self._tb.add_scalar(f"{kind}/{key}", value, step)
 
-    def _pend(self, step: int, values: dict[str, Any]) -> None:
-        """Add an episode row to the mean TensorBoard gets at the next tick, evaluation or
-        flush: batched actors end thousands of short episodes a second, and a scalar per
-        episode cost more than the episode's steps (the CSV keeps every row)."""
-        for key, value in values.items():
-            if key in _EPISODE_NOT_MIRRORED or not isinstance(value, (int, float)):
+    def _pend(self, step: int, columns: dict[str, list[Any]]) -> None:
+        """Add episode rows (``columns``: a list of values each) to the mean TensorBoard gets
+        at the next tick, evaluation or flush: batched actors end thousands of short
+        episodes a second, and a scalar per episode cost more than the episode's steps
+        (the CSV keeps every row)."""
+        for key, values in columns.items():
+            if key in _EPISODE_NOT_MIRRORED:
                 continue
-            if value == value:
+            numbers = [v for v in values if isinstance(v, (int, float)) and v == v]
+            if numbers:
                 total = self._episodes.setdefault(key, [0.0, 0])
-                total[0] += value
-                total[1] += 1
+                total[0] += sum(numbers)
+                total[1] += len(numbers)
         self._episodes_step = step
 
     def _mirror_episodes(self) -> None:

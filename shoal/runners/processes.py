@@ -1,11 +1,12 @@
 """The processes runner: N rollout worker processes feeding one central learner.
 
 Each worker (spawned) owns ``env.num_envs`` envs and an inference-only copy of the
-Q-network (no optimizer, no replay), steps them with one batched forward, and sends the
-episodes that end in a step whole, in one message, through its own pipe. The learner (the
-caller's process) owns the replay buffer, the networks and the optimizer: it gathers
-``episodes_per_batch`` episodes per env from each worker, adds them to replay as n-step
-transitions, takes the updates the update schedule owes for the env steps collected
+Q-network (no optimizer, no replay), steps them with one batched forward, and sends whole
+episodes as n-step transitions (the worker computes them: the learner's process is the
+one every worker shares) through its own pipe, ``env.num_envs`` episodes or more a message.
+The learner (the caller's process) owns the replay buffer, the networks and the
+optimizer: it gathers ``episodes_per_batch`` episodes per env from each worker, adds them
+to replay in one write, takes the updates the update schedule owes for the env steps collected
 (:class:`~shoal.run.schedule.UpdateSchedule`: the serial rule or ``run.replay_ratio``; or
 ``learning_steps_per_batch``), and publishes the weights together with the batch's
 exploration epsilon into a shared-memory :class:`~shoal.sync.weights.SharedWeightStore`,
@@ -15,7 +16,8 @@ of the learner block on their pipes, so the updates per env step stay the schedu
 Self-play is a plug-in (:class:`~shoal.games.selfplay.SelfPlay`): this runner imports no game.
 
 Only whole episodes travel, so a worker that dies (an exception or SIGKILL) loses at most
-its unfinished episode, which never reaches replay. A dead worker, or one silent for
+its unfinished episodes and the fewer than ``env.num_envs`` finished ones it had not sent;
+none of them reaches replay. A dead worker, or one silent for
 ``worker_timeout`` seconds, is killed and restarted, and the restarts are counted. A
 failure of a worker's pipe (e.g. killed mid-send) counts as a death. Ctrl-C or an error
 stops every worker (no orphans) and writes a final checkpoint.
@@ -32,21 +34,21 @@ from typing import Any
 
 import numpy as np
 
-from shoal.agent.batch_actor import BatchActor, Steps
+from shoal.agent.batch_actor import BatchActor, Finished, Steps
 from shoal.agent.builder import build_actor
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config, param
-from shoal.envs import probe_env
+from shoal.envs import EnvSpec, probe_env
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
-from shoal.replay.nstep import nstep_episode
+from shoal.replay.nstep import nstep_episodes
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
 from shoal.sync.weights import SharedWeightStore
 from shoal.sync.workers import RestartBudget, WorkerProcess, child_prologue, stop_processes
 
-__all__ = ["Episode", "ProcessesConfig", "ProcessesRunner", "default_workers"]
+__all__ = ["Block", "ProcessesConfig", "ProcessesRunner", "default_workers"]
 
 WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
@@ -82,25 +84,30 @@ def default_workers() -> int:
 
 
 @dataclass(frozen=True)
-class Episode:
-    """One finished episode as a worker sends it."""
+class Block:
+    """The episodes that ended in one step of a worker's envs, as the worker sends them:
+    their n-step transitions, ready for replay (the worker computes them: the learner's
+    process is the one every worker shares), and a summary per episode."""
 
     worker: int
     incarnation: int
-    index: int
-    """Episode number within this worker incarnation: (worker, incarnation, index) is unique."""
-    obs: np.ndarray
-    """Observations, T + 1 of them (the last is the final next observation)."""
-    actions: np.ndarray
-    """Discrete actions (the discrete part of hybrid ones), T of them."""
-    actions_cont: np.ndarray | None
-    """The continuous part of hybrid actions, (T, d); None for discrete actions."""
-    rewards: np.ndarray
-    terminated: bool
-    truncated: bool
+    first: int
+    """Episode j of the block is episode ``first + j`` of this worker incarnation:
+    (worker, incarnation, number) names an episode once in a run."""
+    items: dict[str, np.ndarray]
+    """The episodes' n-step transitions (:func:`~shoal.replay.nstep.nstep_episodes`)."""
+    returns: np.ndarray
+    lengths: np.ndarray
+    final_rewards: np.ndarray
+    """Each episode's last reward (self-play: the game's result)."""
     weights_version: int
-    meta: dict[str, float] = field(default_factory=dict)
-    """What plug-ins attached (self-play: the opponent snapshot played against)."""
+    metas: list[dict[str, float]] = field(default_factory=list)
+    """Per episode, what plug-ins attached (self-play: the opponent snapshot played)."""
+
+    @property
+    def episodes(self) -> int:
+        """Episodes in the block."""
+        return len(self.lengths)
 
 
 def rollout_worker(
@@ -114,8 +121,9 @@ def rollout_worker(
     conn: Connection,
 ) -> None:
     """A rollout worker process: steps its ``env.num_envs`` envs with one batched forward,
-    pulls newer weights between steps, and sends each episode whole as it ends (plug-ins
-    set each episode up, e.g. load the self-play opponent).
+    pulls newer weights between steps, and sends episodes whole once its envs have ended
+    ``env.num_envs`` of them (plug-ins set each episode up, e.g. load the self-play
+    opponent).
 
     ``cfg`` arrives as the object (sections of runners registered only in the learner's
     process included); ``generation`` counts the run's starts, so a resumed run's workers
@@ -137,6 +145,7 @@ def rollout_worker(
     envs = make_vector_env(cfg.env, n, derive_seed(*seeds, 2))
     acting = BatchActor(actor, envs, seeds, on_reset=hook)
     paths = [_Path() for _ in range(n)]
+    ended: list[tuple[_Path, Finished]] = []
     index = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
@@ -150,44 +159,71 @@ def rollout_worker(
         got = acting.step()
         for i in got.rows():
             paths[i].add(got, i)
-        ended = []
         for end in got.finished:
-            played = paths[end.env].episode(spec.hybrid)
+            ended.append((paths[end.env], end))
             paths[end.env] = _Path()
-            ids = {"worker": worker, "incarnation": incarnation, "index": index}
-            ended.append(Episode(**ids, **played, weights_version=actor.version, meta=end.meta))
-            index += 1
-        if ended:  # one message for the step's episodes: the learner's receive is per message
-            conn.send(ended)
+        # A message per env's worth of episodes: the learner's receive costs per message.
+        if len(ended) >= n:
+            conn.send(_block(ended, (worker, incarnation, index), actor.version, spec, cfg))
+            index += len(ended)
+            ended = []
 
 
 class _Path:
-    """One env's episode so far, as :class:`Episode`'s arrays will hold it."""
+    """One env's episode so far."""
 
     def __init__(self) -> None:
         self.obs: list[np.ndarray] = []
         self.actions: list[Any] = []
         self.rewards: list[float] = []
-        self.end = (False, False)
+        self.terminated = False
 
     def add(self, steps: Steps, i: int) -> None:
         if not self.obs:
             self.obs.append(steps.obs[i])
         self.obs.append(steps.next_obs[i])
         self.actions.append(steps.actions[i])
-        self.rewards.append(float(steps.rewards[i]))
-        self.end = (bool(steps.terminated[i]), bool(steps.truncated[i]))
+        self.rewards.append(steps.rewards[i])
+        self.terminated = bool(steps.terminated[i])
 
-    def episode(self, hybrid: bool) -> dict[str, Any]:
-        actions = self.actions
-        return {
-            "obs": np.asarray(self.obs, dtype=np.float32),
-            "actions": np.asarray([a[0] if hybrid else a for a in actions], dtype=np.int64),
-            "actions_cont": np.asarray([a[1] for a in actions], np.float32) if hybrid else None,
-            "rewards": np.asarray(self.rewards, dtype=np.float32),
-            "terminated": self.end[0],
-            "truncated": self.end[1],
+
+def _block(
+    ended: list[tuple[_Path, Finished]],
+    ids: tuple[int, int, int],
+    weights_version: int,
+    spec: EnvSpec,
+    cfg: Config,
+) -> Block:
+    """Whole episodes as n-step transitions and a summary of each."""
+    paths = [path for path, _ in ended]
+    actions = [a for path in paths for a in path.actions]
+    if spec.hybrid:
+        fields = {
+            "action": np.array([a for a, _ in actions], np.int64),
+            "action_cont": np.array([x for _, x in actions], np.float32),
         }
+    else:
+        fields = {"action": np.array(actions, np.int64)}
+    rewards = np.array([r for path in paths for r in path.rewards], np.float64)
+    lengths = np.array([end.length for _, end in ended])
+    items = nstep_episodes(
+        np.stack([o for path in paths for o in path.obs]),
+        fields,
+        rewards,
+        lengths,
+        np.array([path.terminated for path in paths]),
+        n=cfg.dqn.n_step,
+        gamma=cfg.dqn.gamma,
+    )
+    return Block(
+        *ids,
+        items,
+        returns=np.array([end.ret for _, end in ended]),
+        lengths=lengths,
+        final_rewards=rewards[np.cumsum(lengths) - 1],
+        weights_version=weights_version,
+        metas=[end.meta for _, end in ended],
+    )
 
 
 @dataclass
@@ -218,8 +254,8 @@ class ProcessesRunner(DQNRunner):
         self.batches = self.restarts = 0
         self.generation = 0
         """Starts of this run (resumes included): part of every worker's seeds."""
-        self.received: set[tuple[int, int, int]] = set()
-        """(worker, incarnation, index) of every episode that reached the learner."""
+        self.received: dict[tuple[int, int], int] = {}
+        """Episodes that reached the learner per (worker, incarnation)."""
         self._step = 0
         template = self.learner.weights()
         self.store = SharedWeightStore(template, meta_keys=("epsilon", "eps_spread"))
@@ -257,25 +293,25 @@ class ProcessesRunner(DQNRunner):
             slot.worker.conn.close()
         self._slots = []
 
-    def _collect(self, per_worker: int) -> list[Episode]:
-        """At least ``per_worker`` whole episodes from every worker (a message holds the
-        episodes one step of its envs ended), restarting dead or silent ones."""
+    def _collect(self, per_worker: int) -> list[Block]:
+        """At least ``per_worker`` whole episodes from every worker (a message holds
+        ``env.num_envs`` or more), restarting dead or silent ones."""
         need = dict.fromkeys(range(self.workers), per_worker)
-        got: list[Episode] = []
+        got: list[Block] = []
         timeout = self.cfg.processes.worker_timeout
         while any(n > 0 for n in need.values()):
             conns = {self._slots[w].worker.conn: w for w in need if need[w] > 0}
             for conn in wait(list(conns), timeout=0.5):
                 w = conns[conn]
                 try:
-                    episodes = conn.recv()
+                    block = conn.recv()
                 except Exception as e:  # EOF, a broken pipe or a truncated message: it died
                     self._restart(w, f"pipe failed ({type(e).__name__})")
                     continue
                 self._slots[w].last_heard = time.monotonic()
                 self._slots[w].budget.succeeded()
-                got += episodes
-                need[w] -= len(episodes)
+                got.append(block)
+                need[w] -= block.episodes
             now = time.monotonic()
             for w in list(need):
                 slot = self._slots[w]
@@ -294,14 +330,19 @@ class ProcessesRunner(DQNRunner):
             self._slots.append(self._start(w, 0, RestartBudget(MAX_FAILURES)))
 
     def collect(self, step: int) -> Collected:
-        """``episodes_per_batch`` whole episodes per env from every worker, into replay."""
+        """``episodes_per_batch`` whole episodes per env from every worker, into replay
+        in one write."""
         self._step = step
-        got = []
         per_worker = self.cfg.processes.episodes_per_batch * self.cfg.env.num_envs
-        for ep in self._collect(per_worker):
-            self._store_episode(ep)
-            got.append((float(ep.rewards.sum()), len(ep.actions)))
-        return Collected(sum(length for _, length in got), got)
+        blocks = self._collect(per_worker)
+        for block in blocks:
+            self._check(block)
+        self.replay.add_batch(
+            {name: np.concatenate([b.items[name] for b in blocks]) for name in blocks[0].items}
+        )
+        returns = np.concatenate([b.returns for b in blocks]).tolist()
+        lengths = np.concatenate([b.lengths for b in blocks]).tolist()
+        return Collected(sum(lengths), list(zip(returns, lengths)))
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes for the env steps collected (or
@@ -328,20 +369,20 @@ class ProcessesRunner(DQNRunner):
         for plugin in self.plugins:
             plugin.close()
 
-    def _store_episode(self, ep: Episode) -> None:
-        key = (ep.worker, ep.incarnation, ep.index)
-        if key in self.received:
-            raise ShoalError(f"episode {key} arrived twice")
-        self.received.add(key)
+    def _check(self, block: Block) -> None:
+        """Refuse episodes out of their worker's order (one sent twice, or one lost); tell
+        plug-ins the episodes' results."""
+        key = (block.worker, block.incarnation)
+        expected = self.received.get(key, 0)
+        if block.first != expected:
+            raise ShoalError(
+                f"rollout worker {key[0]} (start {key[1]}) sent episodes from {block.first} "
+                f"on, after {expected}: an episode arrived twice or was lost"
+            )
+        self.received[key] = expected + block.episodes
         for plugin in self.plugins:
-            plugin.on_episode(ep.meta, ep.rewards)
-        d = self.cfg.dqn
-        items = nstep_episode(
-            ep.obs, ep.actions, ep.rewards, terminated=ep.terminated, n=d.n_step, gamma=d.gamma
-        )
-        if ep.actions_cont is not None:
-            items["action_cont"] = ep.actions_cont
-        self.replay.add_batch(items)  # one write per episode, not one per step
+            for meta, final in zip(block.metas, block.final_rewards.tolist()):
+                plugin.on_episode(meta, final)
 
     def _publish(self) -> None:
         weights = self.learner.weights()

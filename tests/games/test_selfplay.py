@@ -85,10 +85,10 @@ def test_plugin_snapshots_publishes_and_records(no_shm_leak):
         assert len(sp.pool) == 0
         sp.on_publish(snap(2), 2)  # every 2nd batch: a snapshot, played from now on
         assert len(sp.pool) == 1 and published(sp) == (0, [2.0, 2.0])
-        sp.on_episode({"opponent": 0.0}, np.array([0.0, 1.0], np.float32))
-        sp.on_episode({"opponent": 0.0}, np.array([-1.0], np.float32))
-        sp.on_episode({"opponent": -1.0}, np.array([1.0], np.float32))  # the random player
-        sp.on_episode({}, np.array([1.0], np.float32))
+        sp.on_episode({"opponent": 0.0}, 1.0)
+        sp.on_episode({"opponent": 0.0}, -1.0)
+        sp.on_episode({"opponent": -1.0}, 1.0)  # the random player
+        sp.on_episode({}, 1.0)
         assert sp.pool.win_rates() == {0: 0.5}
     finally:
         sp.close()
@@ -104,7 +104,7 @@ def test_plugin_state_round_trip(no_shm_leak):
         for batch in range(6):
             a.on_publish(snap(batch), batch)
             opponent, _ = published(a)
-            a.on_episode({"opponent": float(opponent)}, np.array([1.0 if batch % 2 else -1.0]))
+            a.on_episode({"opponent": float(opponent)}, 1.0 if batch % 2 else -1.0)
         buf = io.BytesIO()
         torch.save(a.state_dict(), buf)
         buf.seek(0)

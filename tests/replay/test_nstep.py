@@ -142,33 +142,42 @@ def test_constructor_validates_arguments(kwargs, match):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    steps=st.integers(1, 30),
+    lengths=st.lists(st.integers(1, 30), min_size=1, max_size=5),
     n=st.integers(1, 6),
     gamma=st.floats(0.0, 1.0),
-    terminated=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_a_whole_episode_at_once_is_what_the_writer_emits(steps, n, gamma, terminated, seed):
-    from shoal.replay.nstep import nstep_episode
+def test_whole_episodes_at_once_are_what_the_writer_emits(lengths, n, gamma, seed):
+    """Episodes back to back, each terminated or truncated: the writer's transitions, in its
+    order, bit for bit."""
+    from shoal.replay.nstep import nstep_episodes
 
     rng = np.random.default_rng(seed)
-    obs = rng.normal(size=(steps + 1, 3)).astype(np.float32)
-    actions = rng.integers(0, 4, size=steps)
-    rewards = rng.normal(size=steps).astype(np.float32)
-    writer = NStepWriter(n, gamma)
-    expected = []
-    for t in range(steps):
-        last = t == steps - 1
-        expected += writer.append(
-            obs[t],
-            int(actions[t]),
-            float(rewards[t]),
-            obs[t + 1],
-            terminated and last,
-            (not terminated) and last,
-        )
-    got = nstep_episode(obs, actions, rewards, terminated=terminated, n=n, gamma=gamma)
-    assert len(expected) == len(got["reward"]) == steps
+    terminated = rng.random(len(lengths)) < 0.5
+    obs_parts, actions, rewards, expected = [], [], [], []
+    for steps, term in zip(lengths, terminated):
+        obs = rng.normal(size=(steps + 1, 3)).astype(np.float32)
+        act = rng.integers(0, 4, size=steps)
+        rew = rng.normal(size=steps).astype(np.float32)
+        writer = NStepWriter(n, gamma)
+        for t in range(steps):
+            last = t == steps - 1
+            expected += writer.append(
+                obs[t], int(act[t]), float(rew[t]), obs[t + 1], term and last, (not term) and last
+            )
+        obs_parts.append(obs)
+        actions.append(act)
+        rewards.append(rew)
+    got = nstep_episodes(
+        np.concatenate(obs_parts),
+        {"action": np.concatenate(actions)},
+        np.concatenate(rewards),
+        np.array(lengths),
+        terminated,
+        n=n,
+        gamma=gamma,
+    )
+    assert len(expected) == len(got["reward"]) == sum(lengths)
     for name in ("obs", "action", "reward", "next_obs", "discount"):
         want = np.array([np.asarray(e[name]) for e in expected])
         assert np.array_equal(got[name], want), name  # bit for bit

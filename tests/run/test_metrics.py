@@ -308,3 +308,44 @@ def test_episode_rows_reach_tensorboard_as_means_between_other_rows(tmp_path):
     ]
     rows = list(csv.DictReader(open(tmp_path / "metrics.csv")))
     assert len([r for r in rows if r["kind"] == "episode"]) == 5  # the CSV keeps every row
+
+
+def test_log_many_writes_what_log_writes_row_by_row(tmp_path):
+    event_pb2 = pytest.importorskip("tensorboard.compat.proto.event_pb2")
+    rows = [(3, 0, 3, 1.5, "x"), (7, 1, 4, float("nan"), "y"), (7, 2, 2, 2.0, "z")]
+    for name, many in (("one", False), ("many", True)):
+        with MetricsWriter(tmp_path / f"{name}.csv", tmp_path / name) as m:
+            if many:
+                m.log_many(
+                    "episode",
+                    [r[0] for r in rows],
+                    wall_s=0.5,
+                    episode=range(3),
+                    length=[r[2] for r in rows],
+                    **{"return": [r[3] for r in rows]},
+                    note=[r[4] for r in rows],
+                )
+                m.log_many("tick", [9, 10], loss=[0.25, 0.5])
+            else:
+                for step, ep, length, ret, note in rows:
+                    m.log(
+                        "episode",
+                        step,
+                        wall_s=0.5,
+                        episode=ep,
+                        length=length,
+                        **{"return": ret},
+                        note=note,
+                    )
+                m.log("tick", 9, loss=0.25)
+                m.log("tick", 10, loss=0.5)
+    assert (tmp_path / "one.csv").read_text() == (tmp_path / "many.csv").read_text()
+
+    def scalars(name):
+        (path,) = (tmp_path / name).iterdir()
+        events = [event_pb2.Event.FromString(r[12:-4]) for r in tf_records(path)]
+        return [
+            (e.summary.value[0].tag, e.step, e.summary.value[0].simple_value) for e in events[1:]
+        ]
+
+    assert scalars("one") == scalars("many")

@@ -16,6 +16,7 @@ import torch
 
 import shoal
 from shoal.config import load_config
+from shoal.errors import ShoalError
 from shoal.run.directory import RunDir
 from shoal.run.loop import RunLoop
 from shoal.run.metrics import read_metrics
@@ -44,15 +45,35 @@ def run(runner, tmp_path):
 def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
     runner = make_runner(tmp_path, tiny, run__total_steps=1500)
     result = run(runner, tmp_path)
-    keys = sorted(runner.received)
     rows = read_metrics(RunDir(tmp_path / "run").metrics)
-    assert len(keys) == sum(r["kind"] == "episode" for r in rows) == len(set(keys))
-    for w in (0, 1):
-        idx = [i for (wk, inc, i) in keys if wk == w and inc == 0]
-        assert idx == list(range(len(idx))) and idx  # contiguous: none lost, none twice
+    # the learner took each worker's episodes in order (else it stops the run): none lost,
+    # none twice, and every one has its row
+    assert sum(runner.received.values()) == sum(r["kind"] == "episode" for r in rows)
+    assert runner.received[(0, 0)] > 0 and runner.received[(1, 0)] > 0
     # each env step became exactly one transition: no partial or repeated episodes
     assert len(runner.replay) == result.env_steps
     assert mp.active_children() == []
+
+
+def test_episodes_out_of_a_workers_order_stop_the_run(tmp_path, tiny):
+    from shoal.runners.processes import Block
+
+    runner = make_runner(tmp_path, tiny)
+
+    def block(first, k):
+        return Block(0, 0, first, {}, np.zeros(k), np.ones(k, np.int64), np.zeros(k), 0, [{}] * k)
+
+    try:
+        runner._check(block(0, 3))
+        runner._check(block(3, 2))
+        assert runner.received == {(0, 0): 5}
+        with pytest.raises(ShoalError, match="from 3 on, after 5: an episode arrived twice"):
+            runner._check(block(3, 2))
+        with pytest.raises(ShoalError, match="from 7 on, after 5"):
+            runner._check(block(7, 1))
+    finally:
+        runner.stop()
+        runner.close()
 
 
 @pytest.mark.parametrize("per_batch", [1, 8])
@@ -72,7 +93,7 @@ def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
 
     def killer():
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(runner.received) < 20:
+        while time.monotonic() < deadline and sum(runner.received.values()) < 20:
             time.sleep(0.01)
         slots = list(runner._slots)
         if slots:
@@ -84,7 +105,7 @@ def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
     result = run(runner, tmp_path)
     t.join()
     assert killed and runner.restarts >= 1
-    assert any(inc == 1 for (w, inc, i) in runner.received if w == 0)
+    assert runner.received.get((0, 1), 0) > 0
     assert len(runner.replay) == result.env_steps  # the killed worker's partial episode is gone
     assert mp.active_children() == []
     assert shm_names() - before == set()
