@@ -27,7 +27,7 @@ from shoal.agent.actor import Actor
 from shoal.envs.vector import VectorEnvs
 from shoal.run.seeding import derive_seeds
 
-__all__ = ["BatchActor", "Finished", "Steps", "write_row"]
+__all__ = ["BatchActor", "Finished", "Steps"]
 
 SEED_BLOCK = 256
 """Episode seeds are derived this many at a time per env (one ``SeedSequence`` each would
@@ -269,16 +269,3 @@ class BatchActor:
                 return False
             self._history[i] = list(state["history"][i])
         return True
-
-
-def write_row(writer: Any, steps: Steps, i: int) -> list[dict[str, Any]]:
-    """Feed env ``i``'s transition of ``steps`` to its n-step writer; the transitions it
-    completes."""
-    return writer.append(
-        steps.obs[i],
-        steps.actions[i],
-        float(steps.rewards[i]),
-        steps.next_obs[i],
-        bool(steps.terminated[i]),
-        bool(steps.truncated[i]),
-    )

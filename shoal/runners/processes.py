@@ -34,14 +34,14 @@ from typing import Any
 
 import numpy as np
 
-from shoal.agent.batch_actor import BatchActor, Finished, Steps
+from shoal.agent.batch_actor import BatchActor
 from shoal.agent.builder import build_actor
+from shoal.agent.episodes import EpisodeRecorder, Sent
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config, param
-from shoal.envs import EnvSpec, probe_env
+from shoal.envs import probe_env
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
-from shoal.replay.nstep import nstep_episodes
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -109,6 +109,19 @@ class Block:
         """Episodes in the block."""
         return len(self.lengths)
 
+    @classmethod
+    def of(cls, sent: Sent, ids: tuple[int, int, int], weights_version: int) -> Block:
+        """A worker's episodes, numbered from ``ids`` (worker, incarnation, first)."""
+        return cls(
+            *ids,
+            sent.items,
+            returns=np.array([end.ret for end in sent.ended]),
+            lengths=np.array([end.length for end in sent.ended]),
+            final_rewards=sent.final_rewards,
+            weights_version=weights_version,
+            metas=[end.meta for end in sent.ended],
+        )
+
 
 def rollout_worker(
     worker: int,
@@ -144,8 +157,7 @@ def rollout_worker(
 
     envs = make_vector_env(cfg.env, n, derive_seed(*seeds, 2))
     acting = BatchActor(actor, envs, seeds, on_reset=hook)
-    paths = [_Path() for _ in range(n)]
-    ended: list[tuple[_Path, Finished]] = []
+    episodes = EpisodeRecorder(n, spec.hybrid, cfg.dqn.n_step, cfg.dqn.gamma)
     index = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
@@ -156,74 +168,13 @@ def rollout_worker(
                 actor_epsilon(meta["epsilon"], worker * n + i, workers * n, meta["eps_spread"])
                 for i in range(n)
             ]
-        got = acting.step()
-        for i in got.rows():
-            paths[i].add(got, i)
-        for end in got.finished:
-            ended.append((paths[end.env], end))
-            paths[end.env] = _Path()
+        episodes.record(acting.step())
         # A message per env's worth of episodes: the learner's receive costs per message.
-        if len(ended) >= n:
-            conn.send(_block(ended, (worker, incarnation, index), actor.version, spec, cfg))
-            index += len(ended)
-            ended = []
-
-
-class _Path:
-    """One env's episode so far."""
-
-    def __init__(self) -> None:
-        self.obs: list[np.ndarray] = []
-        self.actions: list[Any] = []
-        self.rewards: list[float] = []
-        self.terminated = False
-
-    def add(self, steps: Steps, i: int) -> None:
-        if not self.obs:
-            self.obs.append(steps.obs[i])
-        self.obs.append(steps.next_obs[i])
-        self.actions.append(steps.actions[i])
-        self.rewards.append(steps.rewards[i])
-        self.terminated = bool(steps.terminated[i])
-
-
-def _block(
-    ended: list[tuple[_Path, Finished]],
-    ids: tuple[int, int, int],
-    weights_version: int,
-    spec: EnvSpec,
-    cfg: Config,
-) -> Block:
-    """Whole episodes as n-step transitions and a summary of each."""
-    paths = [path for path, _ in ended]
-    actions = [a for path in paths for a in path.actions]
-    if spec.hybrid:
-        fields = {
-            "action": np.array([a for a, _ in actions], np.int64),
-            "action_cont": np.array([x for _, x in actions], np.float32),
-        }
-    else:
-        fields = {"action": np.array(actions, np.int64)}
-    rewards = np.array([r for path in paths for r in path.rewards], np.float64)
-    lengths = np.array([end.length for _, end in ended])
-    items = nstep_episodes(
-        np.stack([o for path in paths for o in path.obs]),
-        fields,
-        rewards,
-        lengths,
-        np.array([path.terminated for path in paths]),
-        n=cfg.dqn.n_step,
-        gamma=cfg.dqn.gamma,
-    )
-    return Block(
-        *ids,
-        items,
-        returns=np.array([end.ret for _, end in ended]),
-        lengths=lengths,
-        final_rewards=rewards[np.cumsum(lengths) - 1],
-        weights_version=weights_version,
-        metas=[end.meta for _, end in ended],
-    )
+        if len(episodes) >= n:
+            sent = episodes.take()
+            assert sent is not None
+            conn.send(Block.of(sent, (worker, incarnation, index), actor.version))
+            index += len(sent.ended)
 
 
 @dataclass

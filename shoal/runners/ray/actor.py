@@ -1,8 +1,8 @@
 """One Ape-X actor of the ray runner: ``env.num_envs`` envs stepped with one batched forward
 of an inference-only network, and their running episodes.
 
-It plays, pulls newer weights every ``ray.pull_every`` env steps, and at the end of each
-call sends the n-step transitions of the episodes it finished to the replay actor with
+It plays, pulls newer weights every ``ray.pull_every`` steps of each env, and at the end
+of each call sends the n-step transitions of the episodes it finished to the replay actor with
 their initial priorities (the TD errors under its own weights,
 :func:`~shoal.agent.priorities.initial_priorities`), one forward and one send for all of
 them: a remote call costs about a millisecond, as much as a few short episodes' steps. An
@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.batch_actor import BatchActor, write_row
-from shoal.agent.builder import build_actor, build_nstep
+from shoal.agent.batch_actor import BatchActor
+from shoal.agent.builder import build_actor
+from shoal.agent.episodes import EpisodeRecorder
 from shoal.agent.priorities import initial_priorities
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config
@@ -79,11 +80,9 @@ class RolloutActor:
         self.actor = build_actor(self.cfg, self.spec, rng, source=store)
         envs = make_vector_env(self.cfg.env, n, derive_seed(*self.seeds, 2))
         self.acting = BatchActor(self.actor, envs, (*self.seeds, 1))
-        self.writers = [build_nstep(self.cfg) for _ in range(n)]
-        self.kept: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-        """Each env's transitions of its running episode (sent when it ends)."""
-        self.finished: list[dict[str, Any]] = []
-        """Transitions of the episodes finished in this call, not yet sent."""
+        d = self.cfg.dqn
+        self.episodes = EpisodeRecorder(n, self.spec.hybrid, d.n_step, d.gamma)
+        """Each env's running episode, and those finished in this call (sent at its end)."""
 
     def _pull(self) -> None:
         if self.actor.update():
@@ -100,42 +99,36 @@ class RolloutActor:
         ]
 
     def rollout(self, steps: int) -> dict[str, Any]:
-        """Play at least ``steps`` env steps over the actor's envs (episodes go on into the
-        next call); returns the episodes finished, as ``(return, length)``, the steps of
-        those in progress, the weights version acted with, and where it ran (process,
-        node)."""
-        finished: list[tuple[float, int]] = []
+        """Play at least ``steps`` env steps in each of the actor's envs (episodes go on
+        into the next call); returns the episodes finished, as ``(return, length)``, the
+        steps of those in progress, the weights version acted with, and where it ran
+        (process, node)."""
+        n = self.cfg.env.num_envs
+        pull_every = self.cfg.ray.pull_every * n
         taken = 0
-        while taken < steps:
-            if self.since_pull >= self.cfg.ray.pull_every:
+        while taken < steps * n:
+            if self.since_pull >= pull_every:
                 self._pull()
             got = self.acting.step()
-            for i in got.rows():
-                self.kept[i] += write_row(self.writers[i], got, i)
-            for end in got.finished:
-                self.finished += self.kept[end.env]
-                self.kept[end.env] = []
-                finished.append((end.ret, end.length))
+            self.episodes.record(got)
             taken += got.count
             self.since_pull += got.count
-        self._send()
+        sent = self.episodes.take()
+        if sent is not None:
+            priorities = initial_priorities(
+                self.actor.network,
+                self.actor.params,
+                sent.items,
+                action_mask=self.cfg.dqn.action_mask,
+            )
+            self.send(sent.items, priorities)
         return {
-            "episodes": finished,
+            "episodes": [(end.ret, end.length) for end in sent.ended] if sent else [],
             "version": self.actor.version,
             "pid": os.getpid(),
             "node": self.node,
             "in_progress": int(self.acting.lengths.sum()),
         }
-
-    def _send(self) -> None:
-        items, self.finished = self.finished, []
-        if not items:
-            return
-        batch = {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
-        priorities = initial_priorities(
-            self.actor.network, self.actor.params, batch, action_mask=self.cfg.dqn.action_mask
-        )
-        self.send(batch, priorities)
 
     def send(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> None:
         """Send items (one array per field) with their initial priorities to replay,

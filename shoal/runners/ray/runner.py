@@ -9,7 +9,7 @@ steps with importance weights on batches it asks for ``ray.prefetch`` ahead (eac
 carries the priorities of the batch just learned from: one call per update), and every
 ``ray.publish_every`` updates puts a numpy copy of its weights in the object store
 (:class:`~shoal.sync.ray_weights.RayWeightStore`); actors pull anything newer every
-``ray.pull_every`` env steps.
+``ray.pull_every`` steps of each env.
 
 With no address shoal starts a local Ray for the run (``address="local"``, no dashboard)
 and shuts it down at the end; ``ray.address`` (``--ray-address`` or ``RAY_ADDRESS``) joins
@@ -60,12 +60,14 @@ class RayConfig:
     temp_dir: str | None = None
     """The local Ray's directory for sockets and logs (none: Ray's default)."""
     steps_per_call: int = param(250, gt=0)
-    """Env steps an actor plays per call (the driver hears of finished episodes then; a
-    call costs a round trip and a send: at 100 steps they added ~5% to an actor's time)."""
+    """Steps each of an actor's envs plays per call (the driver hears of finished episodes
+    then; a call costs a round trip and a send: at 100 steps they added ~5% to an actor's
+    time). Per env, so a call keeps its share of an actor's time whatever env.num_envs."""
     publish_every: int = param(10, gt=0)
     """Learner updates between weight publishes."""
     pull_every: int = param(100, gt=0)
-    """Env steps between an actor's checks for newer weights."""
+    """Steps of each env between an actor's checks for newer weights (a check is a remote
+    call: per env, its cost per env step stays put whatever env.num_envs)."""
     eps_alpha: float = param(7.0, ge=0.0)
     """Ape-X's per-actor exploration exponent alpha."""
     max_inflight: int = param(2, gt=0)
