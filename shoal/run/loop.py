@@ -238,20 +238,24 @@ class RunLoop:
         # The episodes of one collect ran back to back and the last ended at c["step"]
         # (side by side: all at c["step"]): each row gets the step its episode ended at.
         lengths = [length for _, length in episodes]
+        epsilon: Any
         if got.side_by_side:
             ends = [c["step"]] * len(episodes)
+            epsilon = runner.epsilon(c["step"])  # one value for every row
         else:
             ends = list(itertools.accumulate(lengths, initial=c["step"] - sum(lengths)))[1:]
+            epsilon = [runner.epsilon(end) for end in ends]
         columns: dict[str, Any] = {
             "wall_s": self.wall(),
             "episode": range(c["episode"], c["episode"] + len(episodes)),
             "length": lengths,
-            "epsilon": [runner.epsilon(end) for end in ends],
+            "epsilon": epsilon,
             "updates": runner.updates,
             "return": [float(ret) for ret, _ in episodes],
         }
-        for key in dict.fromkeys(key for extra in got.extras for key in extra):
-            columns[key] = [extra.get(key, "") for extra in got.extras]
+        if got.extras:
+            for key in dict.fromkeys(key for extra in got.extras for key in extra):
+                columns[key] = [extra.get(key, "") for extra in got.extras]
         metrics.log_many("episode", ends, **columns)
         c["episode"] += len(episodes)
 

@@ -82,6 +82,13 @@ _NOT_MIRRORED = frozenset({"episode", "wall_s"})
 _EPISODE_NOT_MIRRORED = _NOT_MIRRORED | {"epsilon", "updates"}
 _LISTS = (list, tuple, range)
 """What :meth:`MetricsWriter.log_many` takes as a column of values (else one value)."""
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: floats with 6 significant digits."""
+    return f"{value:.6g}" if isinstance(value, float) else value
+
+
 """Episode rows leave out what tick rows already draw."""
 
 
@@ -132,7 +139,7 @@ class MetricsWriter:
         row[index["step"]] = step
         try:
             for key, value in values.items():
-                row[index[key]] = f"{value:.6g}" if isinstance(value, float) else value
+                row[index[key]] = _cell(value)
         except KeyError:  # a new column: widen the file once, then write the row
             self.add_columns(values)
             self.log(kind, step, **values)
@@ -148,24 +155,17 @@ class MetricsWriter:
         if not steps:
             return
         self.add_columns(columns)
-        index, rows = self._index, len(steps)
-        lists = {k: v if isinstance(v, _LISTS) else [v] * rows for k, v in columns.items()}
-        cells = {
-            index[key]: [f"{v:.6g}" if isinstance(v, float) else v for v in values]
-            for key, values in lists.items()
-        }
-        template = [""] * len(index)
-        template[index["kind"]] = kind
-        out = []
-        for j, step in enumerate(steps):
-            row = template.copy()
-            row[index["step"]] = step
-            for i, column in cells.items():
-                row[i] = column[j]
-            out.append(row)
-        self._csv.writerows(out)
+        cells: dict[str, Iterable[Any]] = {"kind": itertools.repeat(kind), "step": steps}
+        for key, value in columns.items():  # a value for every row is formatted once
+            if isinstance(value, _LISTS):
+                cells[key] = [_cell(v) for v in value]
+            else:
+                cells[key] = itertools.repeat(_cell(value))
+        empty = itertools.repeat("")
+        self._csv.writerows(zip(*(cells.get(name, empty) for name in self._columns)))
         if self._tb_dir is None:
             return
+        lists = {k: v if isinstance(v, _LISTS) else [v] * len(steps) for k, v in columns.items()}
         if kind == "episode":
             self._pend(steps[-1], lists)
             return
