@@ -45,7 +45,7 @@ class Finished:
     """What the reset hook returned when the episode began (self-play: the opponent)."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Steps:
     """One step of every env of the batch (row i: env i)."""
 
@@ -127,6 +127,7 @@ class BatchActor:
         self.returns, self.lengths = np.zeros(n), np.zeros(n, np.int64)
         self.obs: np.ndarray | None = None
         self._resetting = np.zeros(n, bool)  # autoreset engines: reset on the next step
+        self._every = np.ones(n, bool)  # engines that reset when told: every row is a step
         self._meta: list[dict[str, float]] = [{} for _ in range(n)]
         self._history: list[list[Any]] | None = (
             None if envs.envs is None else [[] for _ in range(n)]
@@ -179,23 +180,26 @@ class BatchActor:
         assert obs is not None
         actions = self.actor.act(obs, self.epsilons)
         nxt, rew, term, trunc = self.envs.step(actions)
-        live = ~self._resetting
-        rows: Any = slice(None) if not self.envs.autoreset else live  # no reset rows
-        self.returns[rows] += rew[rows]
-        self.lengths[rows] += 1
+        done = term | trunc
+        if self.envs.autoreset:  # a row that reset its env is no step
+            live = ~self._resetting
+            self.returns[live] += rew[live]
+            self.lengths[live] += 1
+            done &= live
+            self._resetting = done
+        else:
+            live = self._every
+            self.returns += rew
+            self.lengths += 1
         if self._history is not None:  # sync engine: every row is a step
             for history, action in zip(self._history, actions):
                 history.append(action)
-        done = term | trunc
-        if self.envs.autoreset:
-            done &= live
-            self._resetting = done
         self.obs = nxt
         if not done.any():
             return Steps(obs, actions, rew, nxt, term, trunc, live, [])
         finished = [
-            Finished(int(i), float(self.returns[i]), int(self.lengths[i]), self._meta[i])
-            for i in np.flatnonzero(done)
+            Finished(i, float(self.returns[i]), int(self.lengths[i]), self._meta[i])
+            for i in np.flatnonzero(done).tolist()
         ]
         self.episodes[done] += 1
         self._begin(done)
