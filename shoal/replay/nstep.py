@@ -255,11 +255,14 @@ class BatchNStepWriter:
         for name, a in actions.items():
             ring[name][s, rows] = a[rows]
         last[rows] = next_obs[rows]
-        count = self._count
-        count[rows] += 1
+        self._count[rows] += 1
         done = terminated | truncated
-        if not every:
-            done &= live
+        return self._completed(done if every else done & live, terminated)
+
+    def _completed(self, done: np.ndarray, terminated: np.ndarray) -> dict[str, np.ndarray]:
+        """The transitions the step just written completes: a full window of every env
+        that goes on, every open window of every env whose episode ended (``done``)."""
+        count = self._count
         full = count == self.n
         if not done.any():
             if full.all():  # mid-episode everywhere: one window per env, by slices

@@ -104,8 +104,12 @@ def two_nodes(tmp_path):
 def test_a_run_joins_a_two_node_cluster_and_uses_both_nodes(tmp_path, two_nodes):
     address, env = two_nodes
     cmd = [str(Path(sys.executable).with_name("shoal")), "train", "cartpole", "--runner", "ray"]
-    cmd += ["--workers", "2", "--ray-address", address, "--steps", "1500", "--no-progress"]
+    # Long enough that the second node's actor (a process that imports torch on a loaded
+    # machine) answers before the run ends: at 1,500 steps a full-suite run once ended
+    # on the head's actor alone.
+    cmd += ["--workers", "2", "--ray-address", address, "--steps", "6000", "--no-progress"]
     cmd += ["--set", "ray.actor_cpus=1", "--set", "run.learning_starts=200"]
+    cmd += ["--set", "run.stop_return=none"]
     cmd += ["--set", "run.log_every=100", "--run-dir", str(tmp_path / "r")]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-3000:]
