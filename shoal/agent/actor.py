@@ -162,6 +162,20 @@ class Actor:
             return int(self.rng.choice(np.flatnonzero(obs[-self.n_actions :] > 0.5)))
         return int(self.rng.integers(self.n_actions))
 
+    @torch.inference_mode()
+    def q_values(self, obs: np.ndarray, state: Any = None) -> tuple[torch.Tensor, Any]:
+        """A recurrent network's Q-values for one observation (illegal actions at -inf
+        where masked) and its next state (``None`` in: :meth:`initial_state`); its
+        ``obs_dtype`` says how observations reach it (packed bits stay uint8)."""
+        if state is None:
+            state = self.initial_state()
+        dtype = getattr(self.network, "obs_dtype", torch.float32)
+        x = torch.as_tensor(obs[None], dtype=dtype, device=self.device)
+        q, state = self.network.apply_params(self.params, x, state)
+        if self.action_mask:
+            q = mask_illegal(q, x)
+        return q, state
+
     def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:
         """An epsilon-greedy action for one observation, and the next recurrent state
         (``None`` in, at an episode's start, means :meth:`initial_state`). A recurrent
@@ -174,15 +188,8 @@ class Actor:
                 self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
             )
             return action, state
-        if state is None:
-            state = self.initial_state()
-        with torch.inference_mode():
-            dtype = getattr(self.network, "obs_dtype", torch.float32)
-            x = torch.as_tensor(obs[None], dtype=dtype, device=self.device)
-            q, state = self.network.apply_params(self.params, x, state)
-            if self.action_mask:
-                q = mask_illegal(q, x)
-            best = q.argmax(dim=-1).cpu().numpy()
+        q, state = self.q_values(obs, state)
+        best = q.argmax(dim=-1).cpu().numpy()
         if q.dim() == 3:  # one Q row per agent of a joint observation: one action each
             explore = self.rng.random(best.shape[1]) < self.epsilon
             actions = best[0].copy()

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from shoal.envs.mapf import MapfEnv, shortest_path_action
+from shoal.envs.mapf import MOVES, MapfEnv
+from shoal.mapf.pibt import PibtShield
+from shoal.mapf.policy import MapfPolicy
 
-__all__ = ["ShortestPathPolicy"]
+__all__ = ["ShortestPathPolicy", "distance_scores", "pibt_policy"]
 
 
 class ShortestPathPolicy:
@@ -35,8 +37,31 @@ class ShortestPathPolicy:
     def reset(self, env: MapfEnv) -> None:
         """Nothing to reset: the distance maps come from the env each step."""
 
+    def scores(self, env: MapfEnv) -> np.ndarray:
+        """float ``(K, 5)``: :func:`distance_scores` (ranked: a shortest path's first
+        steps, then stay, then moves away)."""
+        return distance_scores(env)
+
     def act(self, env: MapfEnv) -> np.ndarray:
-        """int ``(K,)``: each agent's first move down its own shortest path."""
-        return np.array(
-            [shortest_path_action(env, i) for i in range(env.max_num_agents)], dtype=np.intp
-        )
+        """int ``(K,)``: each agent's first move down its own shortest path (the first of
+        up, down, left, right that gets closer; stay on the goal)."""
+        return self.scores(env).argmax(axis=1)
+
+
+def distance_scores(env: MapfEnv) -> np.ndarray:
+    """float ``(K, 5)``: each agent's score of each action, minus the distance to its goal
+    from the cell it leads to (-inf off the map or into an obstacle)."""
+    h, w = env.grid.shape
+    target = env.positions[:, None, :] + MOVES[None, :, :]
+    inside = (target >= 0).all(axis=2) & (target[..., 0] < h) & (target[..., 1] < w)
+    rows, cols = np.clip(target[..., 0], 0, h - 1), np.clip(target[..., 1], 0, w - 1)
+    dist = np.stack([env.distance(i)[rows[i], cols[i]] for i in range(env.max_num_agents)])
+    scores = -dist.astype(np.float64)
+    scores[~inside | env.grid[rows, cols]] = -np.inf
+    return scores
+
+
+def pibt_policy() -> MapfPolicy:
+    """PIBT, the planner: shortest-path rankings through the PIBT shield, named ``pibt``
+    (equally good moves ranked in action order, where PIBT draws them at random)."""
+    return PibtShield(ShortestPathPolicy(), name="pibt")

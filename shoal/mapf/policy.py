@@ -62,14 +62,19 @@ class NetworkPolicy:
         self._actor.epsilon = 0.0
         self._state = None
 
-    def act(self, env: MapfEnv) -> np.ndarray:
-        """Every agent's greedy action now."""
+    def scores(self, env: MapfEnv) -> np.ndarray:
+        """float ``(K, 5)``: every agent's Q-values now (the memories step, as in
+        :meth:`act`: call one of the two per step)."""
         if self._actor is None:
             self.reset(env)
         assert self._actor is not None
         obs = self._actor.network.layout.pack(env.last_obs, env.comm_mask())
-        actions, self._state = self._actor.select_action(obs, self._state)
-        return np.asarray(actions)[: env.max_num_agents]
+        q, self._state = self._actor.q_values(obs, self._state)
+        return q[0, : env.max_num_agents].cpu().numpy()
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """Every agent's greedy action now (the first best on ties)."""
+        return self.scores(env).argmax(axis=1)
 
 
 class _EpisodeNoise:

@@ -1,0 +1,151 @@
+"""PIBT, priority inheritance with backtracking (Okumura et al., IJCAI 2019 / AIJ 2022), as a
+shield: each agent ranks its five moves, and one PIBT step turns the rankings into a joint
+move with no vertex or swap conflict.
+
+In a step, agents are visited highest priority first. An agent takes the first cell of its
+ranking that is free (on the map, no obstacle, reserved by nobody for the next step, and
+no swap with an agent moving into its cell). If another agent stands on that cell and has
+no move yet, it inherits the priority and must move out of the way first; if it cannot,
+the agent tries its next cell (backtracking), and an agent left with no cell stays.
+
+With rankings by distance to goal (:func:`shoal.mapf.baselines.pibt_policy`) this is PIBT
+itself, the planner a learned MAPF policy is measured against; with a learned policy's
+Q-values it is the shield of CS-PIBT (Veerapaneni et al., ICAPS 2024): the policy's
+preferences, kept as far as conflicts allow, with PIBT's way out of deadlocks. PIBT
+guarantees that every agent reaches its goal at some step, not that all stand on theirs
+at once: on maps with dead ends it can lose a one-shot instance (LaCAM's search on top
+makes it complete).
+
+Priorities follow PIBT: an agent's priority grows by one every step it is off its goal and
+drops back to its fractional part on it; the fraction, its distance to its goal at the
+episode's start over the map's size, breaks ties in favour of agents with further to go.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
+
+__all__ = ["PibtShield", "pibt_step"]
+
+NOBODY = -1
+
+
+def pibt_step(
+    grid: np.ndarray, positions: np.ndarray, rankings: np.ndarray, priorities: np.ndarray
+) -> np.ndarray:
+    """One PIBT step: int ``(K,)`` actions, each agent's highest-ranked move that the
+    others' allow, with no two agents on one cell and no two swapping cells.
+
+    Args:
+        grid: bool ``(H, W)``, True on obstacles.
+        positions: int ``(K, 2)`` distinct free cells.
+        rankings: int ``(K, 5)``: each agent's actions (indices of
+            :data:`~shoal.envs.mapf.ACTIONS`), most wanted first.
+        priorities: ``(K,)``: who chooses first (higher first; ties by index).
+
+    Example:
+        >>> grid = np.zeros((1, 3), bool)  # agent 0 wants right, into agent 1's cell
+        >>> ranks = np.array([[4, 0, 1, 2, 3], [0, 1, 2, 3, 4]])
+        >>> pibt_step(grid, np.array([[0, 0], [0, 1]]), ranks, np.array([1.0, 0.0])).tolist()
+        [4, 4]
+    """
+    h, w = grid.shape
+    k = len(positions)
+    cells = positions[:, 0] * w + positions[:, 1]
+    target = positions[:, None, :] + MOVES[rankings]  # (K, 5, 2): each ranked move's cell
+    inside = (target >= 0).all(axis=2) & (target[..., 0] < h) & (target[..., 1] < w)
+    flat = np.where(inside, target[..., 0] * w + target[..., 1], -1)
+    free = inside & ~grid.ravel()[np.maximum(flat, 0)]
+    choices = [
+        [(int(a), int(c)) for a, c, ok in zip(rankings[i], flat[i], free[i]) if ok]
+        for i in range(k)
+    ]
+    state = _Step(cells.tolist(), choices)
+    for i in sorted(range(k), key=lambda j: -float(priorities[j])):
+        if state.action[i] is None:
+            state.push(i)
+    return np.array(state.action, dtype=np.intp)
+
+
+class _Step:
+    """The reservations of one PIBT step."""
+
+    def __init__(self, cells: list[int], choices: list[list[tuple[int, int]]]) -> None:
+        self.cells, self.choices = cells, choices
+        self.here = {c: i for i, c in enumerate(cells)}  # who stands on a cell now
+        self.taken: dict[int, int] = {}  # who has reserved a cell for the next step
+        self.action: list[int | None] = [None] * len(cells)
+        self.next: list[int | None] = [None] * len(cells)
+
+    def push(self, i: int) -> bool:
+        """Find agent ``i`` a cell, pushing whoever stands there first; False when ``i``
+        had to stay."""
+        for action, cell in self.choices[i]:
+            if cell in self.taken:
+                continue
+            j = self.here.get(cell, NOBODY)
+            if j not in (NOBODY, i) and self.next[j] == self.cells[i]:
+                continue  # j moves into i's cell (j pushed i, or chose before): a swap
+            self.taken[cell] = i
+            self.next[i], self.action[i] = cell, action
+            if j in (NOBODY, i) or self.next[j] is not None or self.push(j):
+                return True
+            # j could not move: it stays on the cell, which is its reservation now
+        self._stay(i)
+        return False
+
+    def _stay(self, i: int) -> None:
+        cell = self.cells[i]
+        self.taken[cell] = i
+        self.next[i], self.action[i] = cell, STAY
+
+
+STAY = ACTIONS.index("stay")
+
+
+class PibtShield:
+    """``policy``'s preferences (its ``scores``: higher is better), made a collision-free
+    joint move by :func:`pibt_step` with PIBT's priorities (module docstring). Satisfies
+    :class:`~shoal.mapf.policy.MapfPolicy`; named ``NAME+pibt`` unless ``name`` is given.
+
+    Example:
+        >>> env = MapfEnv(grid=np.zeros((1, 3), bool), starts=[(0, 0), (0, 2)],
+        ...               goals=[(0, 2), (0, 0)])
+        >>> _ = env.reset(seed=0)
+        >>> from shoal.mapf.baselines import ShortestPathPolicy
+        >>> shield = PibtShield(ShortestPathPolicy(), name="pibt")
+        >>> shield.reset(env)
+        >>> shield.act(env).tolist()  # head-on in a corridor: one gives way, none collide
+        [4, 0]
+    """
+
+    def __init__(self, policy: Any, *, name: str | None = None) -> None:
+        if not hasattr(policy, "scores"):
+            raise TypeError(f"mapf shield: policy {policy.name!r} does not score its moves")
+        self.policy = policy
+        self.name: str = name or f"{policy.name}+pibt"
+        self.env_rules = dict(getattr(policy, "env_rules", {}))
+        self._elapsed = self._ties = np.zeros(0)
+
+    def reset(self, env: MapfEnv) -> None:
+        """A new episode: the wrapped policy's, and every agent's priority from its
+        distance to its goal at the start (a fixed tie-breaker: one that followed the
+        distance as agents move would hand the lead back and forth between agents in a
+        corridor, and they would shuffle there for ever)."""
+        self.policy.reset(env)
+        h, w = env.grid.shape
+        rows, cols = env.positions[:, 0], env.positions[:, 1]
+        to_go = [env.distance(i)[rows[i], cols[i]] for i in range(env.max_num_agents)]
+        self._ties = np.array(to_go, np.float64) / (h * w + 1.0)
+        self._elapsed = np.zeros(env.max_num_agents)
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """The joint move: the policy's rankings through one PIBT step."""
+        scores = np.asarray(self.policy.scores(env), dtype=np.float64)
+        rankings = np.argsort(-scores, axis=1, kind="stable")
+        self._elapsed = np.where(env.on_goal(), 0.0, self._elapsed + 1.0)
+        return pibt_step(env.grid, env.positions, rankings, self._elapsed + self._ties)

@@ -1,0 +1,137 @@
+"""PIBT and the shield: joint moves free of vertex and swap conflicts whatever the rankings,
+first choices kept where nothing conflicts, and PIBT solving instances with known answers."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shoal.envs.mapf import MOVES, MapfEnv, resolve_moves
+from shoal.mapf.baselines import ShortestPathPolicy, pibt_policy
+from shoal.mapf.evaluate import Instance, generated_instances, play
+from shoal.mapf.pibt import PibtShield, pibt_step
+
+
+def conflicts(grid, positions, actions):
+    """Moves the env would refuse: into obstacles or off the map, onto one cell together,
+    or swapping cells."""
+    h, w = grid.shape
+    target = positions + MOVES[actions]
+    bad = []
+    for i, (r, c) in enumerate(target.tolist()):
+        if not (0 <= r < h and 0 <= c < w) or grid[r, c]:
+            bad.append(("blocked", i))
+    cells = [tuple(t) for t in target.tolist()]
+    if len(set(cells)) < len(cells):
+        bad.append(("vertex", cells))
+    here = {tuple(p): i for i, p in enumerate(positions.tolist())}
+    for i, cell in enumerate(cells):
+        j = here.get(cell)
+        if j is not None and j != i and cells[j] == tuple(positions[i]):
+            bad.append(("swap", i, j))
+    return bad
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    h=st.integers(1, 6),
+    w=st.integers(2, 6),
+    density=st.floats(0.0, 0.5),
+    fill=st.floats(0.1, 1.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_the_joint_move_never_collides(h, w, density, fill, seed):
+    rng = np.random.default_rng(seed)
+    grid = rng.random((h, w)) < density
+    free = np.argwhere(~grid)
+    if len(free) == 0:
+        return
+    k = max(1, int(fill * len(free)))  # up to every free cell taken: crowds push hardest
+    positions = free[rng.permutation(len(free))[:k]]
+    rankings = np.array([rng.permutation(5) for _ in range(k)])
+    priorities = rng.random(k)
+    actions = pibt_step(grid, positions, rankings, priorities)
+    assert conflicts(grid, positions, actions) == []
+    _, collided = resolve_moves(grid, positions, actions)  # the env agrees
+    assert not collided.any()
+
+
+def test_without_conflicts_every_agent_gets_its_first_choice():
+    grid = np.zeros((7, 7), bool)
+    grid[3, 3] = True
+    positions = np.array([[0, 0], [0, 6], [6, 0], [6, 6], [3, 2]])
+    rankings = np.array(
+        [[2, 0, 1, 3, 4], [3, 0, 1, 2, 4], [1, 0, 2, 3, 4], [0, 1, 2, 3, 4], [4, 1, 0, 2, 3]]
+    )
+    # agent 4's first choice is an obstacle: it gets its first choice it can have (up)
+    actions = pibt_step(grid, positions, rankings, np.zeros(5))
+    assert actions.tolist() == [2, 3, 1, 0, 1]
+
+
+def test_priority_decides_a_contested_cell_and_the_loser_takes_its_next_choice():
+    grid = np.zeros((3, 3), bool)
+    positions = np.array([[0, 1], [2, 1]])  # both want the centre
+    rankings = np.array([[2, 3, 0, 1, 4], [1, 4, 0, 2, 3]])
+    assert pibt_step(grid, positions, rankings, np.array([0.0, 1.0])).tolist() == [3, 1]
+    assert pibt_step(grid, positions, rankings, np.array([1.0, 0.0])).tolist() == [2, 4]
+
+
+def test_a_pushed_agent_moves_out_of_the_way():
+    # agent 0 (high priority) wants right into agent 1, whose first choice is to stay
+    grid = np.zeros((2, 3), bool)
+    positions = np.array([[0, 0], [0, 1]])
+    rankings = np.array([[4, 0, 1, 2, 3], [0, 4, 2, 1, 3]])
+    actions = pibt_step(grid, positions, rankings, np.array([1.0, 0.0]))
+    assert actions.tolist() == [4, 4]  # 1 steps on right, 0 follows
+
+
+def test_pibt_crossing_agents_take_their_shortest_paths():
+    # opposite corners of an open 3 x 3 grid: each goes round its own side, no waiting
+    cross = Instance(np.zeros((3, 3), bool), [(0, 0), (2, 2)], [(2, 2), (0, 0)], "cross")
+    got = play(pibt_policy(), cross, max_steps=32)
+    assert (got.success, got.makespan, got.sum_of_costs, got.collisions) == (True, 4, 8, 0)
+
+
+def test_pibt_one_waits_at_a_junction():
+    # a plus-shaped junction both must cross: the first in priority goes, the other waits
+    grid = np.array([[1, 0, 1], [0, 0, 0], [1, 0, 1]], bool)
+    junction = Instance(grid, [(1, 0), (0, 1)], [(1, 2), (2, 1)], "junction")
+    got = play(pibt_policy(), junction, max_steps=32)
+    assert (got.success, got.makespan, got.sum_of_costs, got.collisions) == (True, 3, 5, 0)
+
+
+def test_pibt_is_incomplete_where_the_map_is_a_tree():
+    """A corridor with a side pocket: the agent with the lead pushes the other into the
+    corridor's end and both stop there. Completeness is LaCAM's part."""
+    grid = np.array([[0, 0, 0, 0, 0], [1, 1, 0, 1, 1]], bool)
+    pocket = Instance(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)], "corridor with a pocket")
+    got = play(pibt_policy(), pocket, max_steps=32)
+    assert not got.success and got.collisions == 0
+    assert not play(ShortestPathPolicy(), pocket, max_steps=32).success
+
+
+def test_pibt_solves_generated_instances_without_a_collision():
+    """Issue 12's held-out kind (8 agents, 20 x 20, density 0.1-0.3). PIBT guarantees each
+    agent reaches its goal, not all at once, so an instance now and then is lost."""
+    results = [
+        play(pibt_policy(), i, max_steps=256) for i in generated_instances(8, 20, 12, seed=5)
+    ]
+    assert sum(r.success for r in results) >= 11
+    assert sum(r.collisions for r in results) == 0
+
+
+def test_the_shield_keeps_a_policy_that_has_no_conflict():
+    env = MapfEnv(grid=np.zeros((1, 4), bool), starts=[(0, 0)], goals=[(0, 3)])
+    env.reset(seed=0)
+    shield = PibtShield(ShortestPathPolicy())
+    shield.reset(env)
+    assert shield.name == "shortest-path+pibt"
+    assert shield.act(env).tolist() == ShortestPathPolicy().act(env).tolist() == [4]
+
+
+def test_the_shield_needs_a_policy_that_scores_its_moves():
+    class Argmax:
+        name = "argmax"
+
+    with pytest.raises(TypeError, match="'argmax' does not score its moves"):
+        PibtShield(Argmax())
