@@ -335,8 +335,8 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     assert code == 0, err
     assert "shortest-path" in out and "makespan" in out and "(all solved)" in out
     report = json.loads(out_file.read_text())
-    assert [p["name"] for p in report["policies"]] == ["shortest-path"]
-    assert len(report["instances"]) == 3 and len(report["episodes"]["shortest-path"]) == 3
+    assert [p["name"] for p in report["policies"]] == ["shortest-path", "pibt"]
+    assert len(report["instances"]) == 3 and len(report["episodes"]["pibt"]) == 3
     assert report["max_steps"] == 32 and report["epsilon"] == 0.0
     code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--epsilon", 0.1)
     assert code == 0 and "random moves 0.1" in out, err
@@ -344,7 +344,7 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     assert code == 0 and "unstuck after 2 still steps" in out, err
 
 
-def test_cli_with_a_run_plays_three_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
+def test_cli_with_a_run_plays_four_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
     calls = []
 
     def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
@@ -364,16 +364,19 @@ def test_cli_with_a_run_plays_three_policies_and_animates_the_first(tmp_path, ca
     assert code == 0, err
     assert calls == [(str(run), True), (str(run), False)]
     rows = [line for line in out.splitlines() if "/3" in line]
-    assert len(rows) == 3
-    assert [r.split()[1] for r in rows] == ["dhc", "no-comm", "shortest-path"]
+    assert [r.split()[1] for r in rows] == ["dhc", "no-comm", "shortest-path", "pibt"]
     names = [p["name"] for p in json.loads(out_file.read_text())["policies"]]
-    assert names == ["dhc", "no-comm", "shortest-path"]
+    assert names == ["dhc", "no-comm", "shortest-path", "pibt"]
     with Image.open(gif) as im:
         assert im.n_frames >= 2
     assert "animation:" in out and "dhc" in out
     code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--no-baselines")
     assert code == 0, err
     assert len([line for line in out.splitlines() if "/3" in line]) == 1
+    code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--shield", "pibt")
+    assert code == 0, err
+    rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
+    assert rows == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt", "shortest-path", "pibt"]
 
 
 def test_cli_scenario_instances(tmp_path, capsys):
@@ -438,3 +441,7 @@ def test_cli_missing_run_dir_and_argparse_errors(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:  # a required option: argparse says so
         run_cli(capsys, "mapf", "eval", "-", "--generate", "--size", 5)
     assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:  # a shield shoal does not have
+        run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--shield", "lacam")
+    assert e.value.code == 2
+    assert "argument --shield: invalid choice: 'lacam'" in capsys.readouterr().err
