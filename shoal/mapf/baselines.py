@@ -10,13 +10,22 @@ the gap a learned, communicating policy should close.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from shoal.envs.mapf import MOVES, MapfEnv
+from shoal.mapf.lacam import lacam
 from shoal.mapf.pibt import PibtShield
 from shoal.mapf.policy import MapfPolicy
 
-__all__ = ["ShortestPathPolicy", "distance_scores", "pibt_policy"]
+__all__ = [
+    "LacamPlanner",
+    "ShortestPathPolicy",
+    "distance_scores",
+    "distance_scores_at",
+    "pibt_policy",
+]
 
 
 class ShortestPathPolicy:
@@ -49,15 +58,24 @@ class ShortestPathPolicy:
 
 
 def distance_scores(env: MapfEnv) -> np.ndarray:
-    """float ``(K, 5)``: each agent's score of each action, minus the distance to its goal
-    from the cell it leads to (-inf off the map or into an obstacle)."""
-    h, w = env.grid.shape
-    target = env.positions[:, None, :] + MOVES[None, :, :]
+    """float ``(K, 5)``: :func:`distance_scores_at` the env's current positions."""
+    distances = [env.distance(i) for i in range(env.max_num_agents)]
+    return distance_scores_at(env.grid, distances, env.positions)
+
+
+def distance_scores_at(
+    grid: np.ndarray, distances: Sequence[np.ndarray], positions: np.ndarray
+) -> np.ndarray:
+    """float ``(K, 5)``: each agent's score of each action at ``positions``, minus the
+    distance to its goal (``distances[i]``, a BFS map) from the cell it leads to (-inf off
+    the map or into an obstacle)."""
+    h, w = grid.shape
+    target = positions[:, None, :] + MOVES[None, :, :]
     inside = (target >= 0).all(axis=2) & (target[..., 0] < h) & (target[..., 1] < w)
     rows, cols = np.clip(target[..., 0], 0, h - 1), np.clip(target[..., 1], 0, w - 1)
-    dist = np.stack([env.distance(i)[rows[i], cols[i]] for i in range(env.max_num_agents)])
+    dist = np.stack([distances[i][rows[i], cols[i]] for i in range(len(positions))])
     scores = -dist.astype(np.float64)
-    scores[~inside | env.grid[rows, cols]] = -np.inf
+    scores[~inside | grid[rows, cols]] = -np.inf
     return scores
 
 
@@ -65,3 +83,43 @@ def pibt_policy() -> MapfPolicy:
     """PIBT, the planner: shortest-path rankings through the PIBT shield, named ``pibt``
     (equally good moves ranked in action order, where PIBT draws them at random)."""
     return PibtShield(ShortestPathPolicy(), name="pibt")
+
+
+class LacamPlanner:
+    """LaCAM (:func:`~shoal.mapf.lacam.lacam`) with shortest-path rankings: plans the whole
+    episode at its start within ``time_limit`` seconds, then plays the plan; where the
+    search ran out of time it plays PIBT instead (the time counts in the policy's wall
+    time either way)."""
+
+    def __init__(self, time_limit: float = 10.0, *, name: str = "lacam") -> None:
+        self.time_limit, self.name = time_limit, name
+        self._plan: list[np.ndarray] | None = None
+        self._fallback = pibt_policy()
+        self.planned = 0
+        """Episodes whose search found a plan (the rest fell back to PIBT)."""
+
+    def reset(self, env: MapfEnv) -> None:
+        """Search for the episode's plan from the env's start."""
+        distances = [env.distance(i) for i in range(env.max_num_agents)]
+        h, w = env.grid.shape
+        ties = np.array(
+            [d[r, c] for d, (r, c) in zip(distances, env.positions.tolist())], np.float64
+        ) / (h * w + 1.0)
+        self._plan = lacam(
+            env.grid,
+            env.positions,
+            env.goals,
+            lambda config: distance_scores_at(env.grid, distances, config),
+            ties,
+            time_limit=self.time_limit,
+        )
+        self.planned += self._plan is not None
+        self._fallback.reset(env)
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """The plan's next joint move (PIBT's when there is no plan, or the plan is
+        played out)."""
+        if self._plan is None or env.steps + 1 >= len(self._plan):
+            return self._fallback.act(env)
+        delta = self._plan[env.steps + 1] - env.positions
+        return (delta[:, None, :] == MOVES[None, :, :]).all(axis=2).argmax(axis=1)

@@ -1,7 +1,8 @@
 """MAPF policies against each other on the same instances (``shoal mapf eval``): the trained
 network, the same network with communication off, independent shortest-path agents
-(:class:`~shoal.mapf.baselines.ShortestPathPolicy`) and PIBT, the planner
-(:func:`~shoal.mapf.baselines.pibt_policy`); with ``--shield pibt`` each policy also plays
+(:class:`~shoal.mapf.baselines.ShortestPathPolicy`) and the planners PIBT and LaCAM
+(:func:`~shoal.mapf.baselines.pibt_policy`, :class:`~shoal.mapf.baselines.LacamPlanner`);
+with ``--shield pibt`` each policy also plays
 through PIBT's conflict resolution (:class:`~shoal.mapf.pibt.PibtShield`).
 
 An **instance** (:class:`Instance`) is a map with every agent's start and goal, either
@@ -49,7 +50,7 @@ from shoal.envs.movingai import read_map, read_scen
 from shoal.errors import ConfigError, RunDirError
 from shoal.mapf import policy as mapf_policy
 from shoal.mapf.animation import check_animation_path, save_animation
-from shoal.mapf.baselines import ShortestPathPolicy, pibt_policy
+from shoal.mapf.baselines import LacamPlanner, ShortestPathPolicy, pibt_policy
 from shoal.mapf.options import MapfEvalOptions
 from shoal.mapf.pibt import PibtShield
 from shoal.mapf.policy import MapfPolicy
@@ -523,8 +524,8 @@ def _policies(
     shield: str | None = None,
 ) -> list[MapfPolicy]:
     """The trained policy (of the run's ``checkpoint``, best or latest), it without
-    communication, the shortest-path agents and PIBT (the trained one alone without
-    ``baselines``; the shortest-path agents and PIBT for RUN_DIR ``-``); with ``shield``
+    communication, the baselines (shortest-path agents, PIBT, LaCAM; the trained one alone
+    without ``baselines``; the baselines alone for RUN_DIR ``-``); with ``shield``
     each policy also plays shielded, beside itself (shortest-path agents shielded are
     PIBT)."""
     if os.fspath(run_dir) == BASELINE_ONLY:
@@ -533,7 +534,7 @@ def _policies(
                 "mapf eval: RUN_DIR - plays only the baselines, which --no-baselines drops:"
                 " nothing is left to evaluate"
             )
-        return [ShortestPathPolicy(), pibt_policy()]
+        return _baselines()
     if not Path(run_dir).is_dir():
         raise RunDirError(f"run directory '{os.fspath(run_dir)}' does not exist")
     # looked up through the module at call time, so tests can patch the loader
@@ -544,7 +545,12 @@ def _policies(
     policies: list[MapfPolicy] = []
     for policy in learned:
         policies += [policy, PibtShield(policy)] if shield == "pibt" else [policy]
-    return policies + ([ShortestPathPolicy(), pibt_policy()] if baselines else [])
+    return policies + (_baselines() if baselines else [])
+
+
+def _baselines() -> list[MapfPolicy]:
+    """Shortest-path agents, PIBT and LaCAM."""
+    return [ShortestPathPolicy(), pibt_policy(), LacamPlanner()]
 
 
 def _density_arg(values: Sequence[float] | None) -> float | tuple[float, float]:
@@ -592,7 +598,7 @@ def eval_command(opts: MapfEvalOptions) -> EvalReport:
     """``shoal mapf eval``: build the instances (``--map`` with ``--scen``, or
     ``--generate`` ``--instances`` maps of ``--size`` with ``--density``, one value or a
     range, from ``--seed``), load the policies (the run's, it with communication off, the
-    shortest-path agents and PIBT; only the run's with ``--no-baselines``; the baselines
+    shortest-path agents, PIBT and LaCAM; only the run's with ``--no-baselines``; the baselines
     alone for ``run_dir`` :data:`BASELINE_ONLY`; the run's ``--checkpoint``; each also
     through the ``--shield``), play them all on
     the same instances (each agent moving at random with probability ``--epsilon``, and

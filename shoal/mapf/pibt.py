@@ -23,13 +23,14 @@ episode's start over the map's size, breaks ties in favour of agents with furthe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
 
-__all__ = ["PibtShield", "pibt_step"]
+__all__ = ["PibtShield", "constrained_step", "pibt_step"]
 
 NOBODY = -1
 
@@ -53,6 +54,21 @@ def pibt_step(
         >>> pibt_step(grid, np.array([[0, 0], [0, 1]]), ranks, np.array([1.0, 0.0])).tolist()
         [4, 4]
     """
+    got = constrained_step(grid, positions, rankings, priorities, {})
+    assert got is not None  # without fixed moves a step always exists (everyone stays)
+    return got
+
+
+def constrained_step(
+    grid: np.ndarray,
+    positions: np.ndarray,
+    rankings: np.ndarray,
+    priorities: np.ndarray,
+    fixed: Mapping[int, int],
+) -> np.ndarray | None:
+    """:func:`pibt_step` with some agents' actions given (``fixed``: agent -> action, as
+    LaCAM's constraints give them); None when those moves are illegal, collide, or leave an
+    agent no way out of a cell one of them enters."""
     h, w = grid.shape
     k = len(positions)
     cells = positions[:, 0] * w + positions[:, 1]
@@ -65,9 +81,14 @@ def pibt_step(
         for i in range(k)
     ]
     state = _Step(cells.tolist(), choices)
+    for i, action in fixed.items():
+        if not state.fix(i, action, {a: c for a, c in choices[i]}):
+            return None
     for i in sorted(range(k), key=lambda j: -float(priorities[j])):
         if state.action[i] is None:
             state.push(i)
+    if len(set(state.next)) < k:  # a fixed agent's cell was needed by one that had to stay
+        return None
     return np.array(state.action, dtype=np.intp)
 
 
@@ -97,6 +118,19 @@ class _Step:
             # j could not move: it stays on the cell, which is its reservation now
         self._stay(i)
         return False
+
+    def fix(self, i: int, action: int, cells: dict[int, int]) -> bool:
+        """Give agent ``i`` the move ``action`` (``cells``: its legal actions' cells);
+        False when it is illegal or conflicts with a move given before."""
+        cell = cells.get(action)
+        if cell is None or cell in self.taken:
+            return False
+        j = self.here.get(cell, NOBODY)
+        if j not in (NOBODY, i) and self.next[j] == self.cells[i]:
+            return False
+        self.taken[cell] = i
+        self.next[i], self.action[i] = cell, action
+        return True
 
     def _stay(self, i: int) -> None:
         cell = self.cells[i]

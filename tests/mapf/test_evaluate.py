@@ -335,7 +335,7 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     assert code == 0, err
     assert "shortest-path" in out and "makespan" in out and "(all solved)" in out
     report = json.loads(out_file.read_text())
-    assert [p["name"] for p in report["policies"]] == ["shortest-path", "pibt"]
+    assert [p["name"] for p in report["policies"]] == ["shortest-path", "pibt", "lacam"]
     assert len(report["instances"]) == 3 and len(report["episodes"]["pibt"]) == 3
     assert report["max_steps"] == 32 and report["epsilon"] == 0.0
     code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--epsilon", 0.1)
@@ -344,7 +344,7 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     assert code == 0 and "unstuck after 2 still steps" in out, err
 
 
-def test_cli_with_a_run_plays_four_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
+def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
     calls = []
 
     def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
@@ -364,9 +364,9 @@ def test_cli_with_a_run_plays_four_policies_and_animates_the_first(tmp_path, cap
     assert code == 0, err
     assert calls == [(str(run), True), (str(run), False)]
     rows = [line for line in out.splitlines() if "/3" in line]
-    assert [r.split()[1] for r in rows] == ["dhc", "no-comm", "shortest-path", "pibt"]
+    assert [r.split()[1] for r in rows] == ["dhc", "no-comm", "shortest-path", "pibt", "lacam"]
     names = [p["name"] for p in json.loads(out_file.read_text())["policies"]]
-    assert names == ["dhc", "no-comm", "shortest-path", "pibt"]
+    assert names == ["dhc", "no-comm", "shortest-path", "pibt", "lacam"]
     with Image.open(gif) as im:
         assert im.n_frames >= 2
     assert "animation:" in out and "dhc" in out
@@ -376,7 +376,7 @@ def test_cli_with_a_run_plays_four_policies_and_animates_the_first(tmp_path, cap
     code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--shield", "pibt")
     assert code == 0, err
     rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
-    assert rows == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt", "shortest-path", "pibt"]
+    assert rows == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt", "shortest-path", "pibt", "lacam"]
 
 
 def test_cli_scenario_instances(tmp_path, capsys):

@@ -1,0 +1,129 @@
+"""LaCAM, lazy constraints addition search (Okumura, AAAI 2023): a complete MAPF search over
+joint configurations that uses a PIBT step as its successor generator.
+
+Each search node is a configuration (every agent's cell). Its successors are generated
+lazily: the node keeps a queue of constraints (some agents' next moves fixed, in the
+node's agent order, breadth first: none, the first agent's five moves, the first two
+agents' 25, ...), and each visit takes the next constraint and asks PIBT for a joint move
+that honours it (:func:`~shoal.mapf.pibt.constrained_step`). Depth first from the newest
+node, the first successors followed are PIBT's own steps, so the search starts as a PIBT
+rollout; where PIBT cycles (a configuration seen before) the constraints make it try other
+joint moves, and since every node's constraints eventually cover every joint move, the
+search finds a solution whenever one exists (given the time). The plan is not optimal.
+
+The rankings PIBT gets come from a scoring function of a configuration: distance to goal
+for the planner (:func:`shoal.mapf.baselines.distance_scores_at`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shoal.envs.mapf import ACTIONS, MOVES
+from shoal.mapf.pibt import constrained_step
+
+__all__ = ["Constraint", "lacam"]
+
+Scores = Callable[[np.ndarray], np.ndarray]
+"""Every agent's score of each action at a configuration (positions ``(K, 2)``)."""
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """Moves fixed for the first ``depth`` agents of a node's order (a chain to the root)."""
+
+    parent: Constraint | None = None
+    agent: int = -1
+    action: int = -1
+    depth: int = 0
+
+    def moves(self) -> dict[int, int]:
+        """agent -> action for every move the chain fixes."""
+        out, node = {}, self
+        while node.parent is not None:
+            out[node.agent] = node.action
+            node = node.parent
+        return out
+
+
+@dataclass
+class _Node:
+    config: np.ndarray
+    parent: _Node | None
+    priorities: np.ndarray
+    order: list[int]
+    constraints: deque[Constraint] = field(default_factory=lambda: deque([Constraint()]))
+
+
+def lacam(
+    grid: np.ndarray,
+    starts: np.ndarray,
+    goals: np.ndarray,
+    scores: Scores,
+    ties: np.ndarray,
+    *,
+    time_limit: float = 10.0,
+) -> list[np.ndarray] | None:
+    """Configurations from ``starts`` to ``goals`` (both included), one per step, each
+    reached from the last by a conflict-free joint move; None when the search ran out of
+    ``time_limit`` seconds (or, on an unsolvable instance, of configurations).
+
+    ``scores`` ranks each agent's moves at a configuration (PIBT's preferences); ``ties``
+    (``(K,)``, below 1) breaks ties between PIBT's priorities, which grow by one each step an
+    agent is off its goal, as in :class:`~shoal.mapf.pibt.PibtShield`.
+    """
+    deadline = time.monotonic() + time_limit
+    goals = np.asarray(goals)
+    first = _node(np.asarray(starts), None, np.asarray(ties, np.float64), goals)
+    explored = {first.config.tobytes(): first}
+    stack = [first]
+    while stack and time.monotonic() < deadline:
+        node = stack[-1]
+        if np.array_equal(node.config, goals):
+            return _plan(node)
+        if not node.constraints:
+            stack.pop()
+            continue
+        constraint = node.constraints.popleft()
+        if constraint.depth < len(node.order):
+            agent = node.order[constraint.depth]
+            for action in range(len(ACTIONS)):
+                node.constraints.append(Constraint(constraint, agent, action, constraint.depth + 1))
+        rankings = np.argsort(-scores(node.config), axis=1, kind="stable")
+        actions = constrained_step(grid, node.config, rankings, node.priorities, constraint.moves())
+        if actions is None:
+            continue
+        config = node.config + MOVES[actions]
+        key = config.tobytes()
+        if key in explored:  # seen: go back there (its constraints may still hold a way)
+            stack.append(explored[key])
+            continue
+        child = _node(config, node, node.priorities, goals)
+        explored[key] = child
+        stack.append(child)
+    return None
+
+
+def _node(
+    config: np.ndarray, parent: _Node | None, priorities: np.ndarray, goals: np.ndarray
+) -> _Node:
+    """A node of ``config``: PIBT's priorities one step on from its parent's (the root's
+    are the ties), its agents in descending priority."""
+    on = (config == goals).all(axis=1)
+    if parent is not None:
+        priorities = np.where(on, priorities - np.floor(priorities), priorities + 1.0)
+    order = sorted(range(len(config)), key=lambda i: -float(priorities[i]))
+    return _Node(config, parent, priorities, order)
+
+
+def _plan(node: _Node) -> list[np.ndarray]:
+    out = []
+    while node is not None:
+        out.append(node.config)
+        node = node.parent  # type: ignore[assignment]
+    return out[::-1]
