@@ -81,7 +81,7 @@ def distance_scores_at(
 
 def pibt_policy() -> MapfPolicy:
     """PIBT, the planner: shortest-path rankings through the PIBT shield, named ``pibt``
-    (equally good moves ranked in action order, where PIBT draws them at random)."""
+    (equally good moves in random order, as PIBT draws them)."""
     return PibtShield(ShortestPathPolicy(), name="pibt")
 
 
@@ -91,8 +91,9 @@ class LacamPlanner:
     search ran out of time it plays PIBT instead (the time counts in the policy's wall
     time either way)."""
 
-    def __init__(self, time_limit: float = 10.0, *, name: str = "lacam") -> None:
-        self.time_limit, self.name = time_limit, name
+    def __init__(self, time_limit: float = 10.0, *, name: str = "lacam", seed: int = 0) -> None:
+        self.time_limit, self.name, self.seed = time_limit, name, seed
+        self._episodes = 0
         self._plan: list[np.ndarray] | None = None
         self._fallback = pibt_policy()
         self.planned = 0
@@ -112,7 +113,9 @@ class LacamPlanner:
             lambda config: distance_scores_at(env.grid, distances, config),
             ties,
             time_limit=self.time_limit,
+            rng=np.random.default_rng([self.seed, self._episodes]),
         )
+        self._episodes += 1
         self.planned += self._plan is not None
         self._fallback.reset(env)
 

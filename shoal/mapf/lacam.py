@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shoal.envs.mapf import ACTIONS, MOVES
-from shoal.mapf.pibt import constrained_step
+from shoal.mapf.pibt import constrained_step, rank_moves
 
 __all__ = ["Constraint", "lacam"]
 
@@ -68,6 +68,7 @@ def lacam(
     ties: np.ndarray,
     *,
     time_limit: float = 10.0,
+    rng: np.random.Generator | None = None,
 ) -> list[np.ndarray] | None:
     """Configurations from ``starts`` to ``goals`` (both included), one per step, each
     reached from the last by a conflict-free joint move; None when the search ran out of
@@ -75,8 +76,10 @@ def lacam(
 
     ``scores`` ranks each agent's moves at a configuration (PIBT's preferences); ``ties``
     (``(K,)``, below 1) breaks ties between PIBT's priorities, which grow by one each step an
-    agent is off its goal, as in :class:`~shoal.mapf.pibt.PibtShield`.
+    agent is off its goal, as in :class:`~shoal.mapf.pibt.PibtShield`; ``rng`` draws the
+    order of equally scored moves (:func:`~shoal.mapf.pibt.rank_moves`).
     """
+    rng = rng or np.random.default_rng(0)
     deadline = time.monotonic() + time_limit
     goals = np.asarray(goals)
     first = _node(np.asarray(starts), None, np.asarray(ties, np.float64), goals)
@@ -94,7 +97,7 @@ def lacam(
             agent = node.order[constraint.depth]
             for action in range(len(ACTIONS)):
                 node.constraints.append(Constraint(constraint, agent, action, constraint.depth + 1))
-        rankings = np.argsort(-scores(node.config), axis=1, kind="stable")
+        rankings = rank_moves(scores(node.config), rng)
         actions = constrained_step(grid, node.config, rankings, node.priorities, constraint.moves())
         if actions is None:
             continue
