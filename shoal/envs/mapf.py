@@ -555,8 +555,15 @@ class MapfEnv(ParallelEnv):
     def _observe(self) -> np.ndarray:
         """float32 ``(K, 6, fov, fov)`` observations of the current positions; also updates
         the communication mask."""
+        self.last_obs, self._comm = self.view(self.positions)
+        return self.last_obs
+
+    def view(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The observations (float32 ``(K, 6, fov, fov)``) and communication mask the
+        agents would have at ``positions`` (int ``(K, 2)``, distinct free cells), the env
+        left as it is: a planner scores configurations it only considers."""
         r = self.fov // 2
-        rows, cols = self.positions[:, 0], self.positions[:, 1]
+        rows, cols = positions[:, 0], positions[:, 1]
         obs = np.empty((self.max_num_agents, len(OBS_CHANNELS), self.fov, self.fov), np.float32)
         self._occupied[rows + r, cols + r] = 1.0
         obs[:, 0] = self._occupied_windows[rows, cols]
@@ -564,13 +571,11 @@ class MapfEnv(ParallelEnv):
         obs[:, 0, r, r] = 0.0  # the agent channel shows the others only
         obs[:, 1] = self._obstacle_windows[rows, cols]
         obs[:, 2:] = self._heuristic_windows[self._rows, :, rows, cols]
-        self.last_obs = obs
-        self._comm = self._mutual_nearest()
-        return obs
+        return obs, self._mutual_nearest(positions)
 
-    def _mutual_nearest(self) -> np.ndarray:
-        """The communication mask of the current positions (see the module docstring)."""
-        delta = self.positions[:, None, :] - self.positions[None, :, :]
+    def _mutual_nearest(self, positions: np.ndarray) -> np.ndarray:
+        """The communication mask of ``positions`` (see the module docstring)."""
+        delta = positions[:, None, :] - positions[None, :, :]
         in_view = np.abs(delta).max(axis=2) <= self.fov // 2
         sq = (delta**2).sum(axis=2).astype(np.float64)
         sq[~in_view] = np.inf

@@ -15,15 +15,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from shoal.envs.mapf import MOVES, MapfEnv
-from shoal.mapf.lacam import lacam
+from shoal.mapf.lacam import LacamShield
 from shoal.mapf.pibt import PibtShield
 from shoal.mapf.policy import MapfPolicy
 
 __all__ = [
-    "LacamPlanner",
     "ShortestPathPolicy",
     "distance_scores",
     "distance_scores_at",
+    "lacam_policy",
     "pibt_policy",
 ]
 
@@ -50,6 +50,12 @@ class ShortestPathPolicy:
         """float ``(K, 5)``: :func:`distance_scores` (ranked: a shortest path's first
         steps, then stay, then moves away)."""
         return distance_scores(env)
+
+    def scores_at(self, env: MapfEnv, positions: np.ndarray) -> np.ndarray:
+        """float ``(K, 5)``: :func:`distance_scores_at` ``positions`` (a planner's
+        configuration)."""
+        distances = [env.distance(i) for i in range(env.max_num_agents)]
+        return distance_scores_at(env.grid, distances, positions)
 
     def act(self, env: MapfEnv) -> np.ndarray:
         """int ``(K,)``: each agent's first move down its own shortest path (the first of
@@ -85,44 +91,7 @@ def pibt_policy() -> MapfPolicy:
     return PibtShield(ShortestPathPolicy(), name="pibt")
 
 
-class LacamPlanner:
-    """LaCAM (:func:`~shoal.mapf.lacam.lacam`) with shortest-path rankings: plans the whole
-    episode at its start within ``time_limit`` seconds, then plays the plan; where the
-    search ran out of time it plays PIBT instead (the time counts in the policy's wall
-    time either way)."""
-
-    def __init__(self, time_limit: float = 10.0, *, name: str = "lacam", seed: int = 0) -> None:
-        self.time_limit, self.name, self.seed = time_limit, name, seed
-        self._episodes = 0
-        self._plan: list[np.ndarray] | None = None
-        self._fallback = pibt_policy()
-        self.planned = 0
-        """Episodes whose search found a plan (the rest fell back to PIBT)."""
-
-    def reset(self, env: MapfEnv) -> None:
-        """Search for the episode's plan from the env's start."""
-        distances = [env.distance(i) for i in range(env.max_num_agents)]
-        h, w = env.grid.shape
-        ties = np.array(
-            [d[r, c] for d, (r, c) in zip(distances, env.positions.tolist())], np.float64
-        ) / (h * w + 1.0)
-        self._plan = lacam(
-            env.grid,
-            env.positions,
-            env.goals,
-            lambda config: distance_scores_at(env.grid, distances, config),
-            ties,
-            time_limit=self.time_limit,
-            rng=np.random.default_rng([self.seed, self._episodes]),
-        )
-        self._episodes += 1
-        self.planned += self._plan is not None
-        self._fallback.reset(env)
-
-    def act(self, env: MapfEnv) -> np.ndarray:
-        """The plan's next joint move (PIBT's when there is no plan, or the plan is
-        played out)."""
-        if self._plan is None or env.steps + 1 >= len(self._plan):
-            return self._fallback.act(env)
-        delta = self._plan[env.steps + 1] - env.positions
-        return (delta[:, None, :] == MOVES[None, :, :]).all(axis=2).argmax(axis=1)
+def lacam_policy(time_limit: float = 10.0) -> MapfPolicy:
+    """LaCAM, the planner: shortest-path rankings as its PIBT steps' preferences, the
+    episode planned at its start within ``time_limit`` seconds, named ``lacam``."""
+    return LacamShield(ShortestPathPolicy(), time_limit=time_limit, name="lacam")

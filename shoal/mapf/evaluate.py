@@ -1,7 +1,7 @@
 """MAPF policies against each other on the same instances (``shoal mapf eval``): the trained
 network, the same network with communication off, independent shortest-path agents
 (:class:`~shoal.mapf.baselines.ShortestPathPolicy`) and the planners PIBT and LaCAM
-(:func:`~shoal.mapf.baselines.pibt_policy`, :class:`~shoal.mapf.baselines.LacamPlanner`);
+(:func:`~shoal.mapf.baselines.pibt_policy`, :func:`~shoal.mapf.baselines.lacam_policy`);
 with ``--shield pibt`` each policy also plays
 through PIBT's conflict resolution (:class:`~shoal.mapf.pibt.PibtShield`).
 
@@ -50,7 +50,8 @@ from shoal.envs.movingai import read_map, read_scen
 from shoal.errors import ConfigError, RunDirError
 from shoal.mapf import policy as mapf_policy
 from shoal.mapf.animation import check_animation_path, save_animation
-from shoal.mapf.baselines import LacamPlanner, ShortestPathPolicy, pibt_policy
+from shoal.mapf.baselines import ShortestPathPolicy, lacam_policy, pibt_policy
+from shoal.mapf.lacam import LacamShield
 from shoal.mapf.options import MapfEvalOptions
 from shoal.mapf.pibt import PibtShield
 from shoal.mapf.policy import MapfPolicy
@@ -516,6 +517,10 @@ class _Renamed:
         """Pass on to the wrapped policy (a shield ranks moves by them)."""
         return self.policy.scores(env)  # type: ignore[attr-defined]
 
+    def scores_at(self, env: MapfEnv, positions: np.ndarray) -> np.ndarray:
+        """Pass on to the wrapped policy (LaCAM's search scores configurations)."""
+        return self.policy.scores_at(env, positions)  # type: ignore[attr-defined]
+
 
 def _policies(
     run_dir: str | os.PathLike,
@@ -543,14 +548,15 @@ def _policies(
         blind = mapf_policy.load_policy(run_dir, comm=False, checkpoint=checkpoint)
         learned.append(_Renamed(blind, NO_COMM) if blind.name == learned[0].name else blind)
     policies: list[MapfPolicy] = []
+    shields = {"pibt": PibtShield, "lacam": LacamShield}
     for policy in learned:
-        policies += [policy, PibtShield(policy)] if shield == "pibt" else [policy]
+        policies += [policy, shields[shield](policy)] if shield else [policy]
     return policies + (_baselines() if baselines else [])
 
 
 def _baselines() -> list[MapfPolicy]:
     """Shortest-path agents, PIBT and LaCAM."""
-    return [ShortestPathPolicy(), pibt_policy(), LacamPlanner()]
+    return [ShortestPathPolicy(), pibt_policy(), lacam_policy()]
 
 
 def _density_arg(values: Sequence[float] | None) -> float | tuple[float, float]:

@@ -21,13 +21,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from shoal.envs.mapf import ACTIONS, MOVES
-from shoal.mapf.pibt import constrained_step, rank_moves
+from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
+from shoal.mapf.pibt import PibtShield, constrained_step, rank_moves, start_ties
 
-__all__ = ["Constraint", "lacam"]
+__all__ = ["Constraint", "LacamShield", "lacam"]
 
 Scores = Callable[[np.ndarray], np.ndarray]
 """Every agent's score of each action at a configuration (positions ``(K, 2)``)."""
@@ -130,3 +131,51 @@ def _plan(node: _Node) -> list[np.ndarray]:
         out.append(node.config)
         node = node.parent  # type: ignore[assignment]
     return out[::-1]
+
+
+class LacamShield:
+    """LaCAM with ``policy``'s preferences (its ``scores_at`` of a configuration) as the
+    PIBT steps' rankings: the whole episode planned at its start within ``time_limit``
+    seconds, then played; where the search ran out of time, ``policy`` through the PIBT
+    shield instead. Named ``NAME+lacam`` unless ``name`` is given.
+
+    The search visits configurations in no order a policy would see them, so a recurrent
+    policy scores each from fresh memories (its ``scores_at`` decides).
+    """
+
+    def __init__(
+        self, policy: Any, *, time_limit: float = 10.0, name: str | None = None, seed: int = 0
+    ) -> None:
+        if not hasattr(policy, "scores_at"):
+            raise TypeError(f"mapf shield: policy {policy.name!r} does not score configurations")
+        self.policy, self.time_limit, self.seed = policy, time_limit, seed
+        self.name: str = name or f"{policy.name}+lacam"
+        self.env_rules = dict(getattr(policy, "env_rules", {}))
+        self._fallback = PibtShield(policy, seed=seed)
+        self._plan: list[np.ndarray] | None = None
+        self._episodes = 0
+        self.planned = 0
+        """Episodes whose search found a plan (the others played the PIBT shield)."""
+
+    def reset(self, env: MapfEnv) -> None:
+        """Search for the episode's plan from the env's start."""
+        self._fallback.reset(env)
+        self._plan = lacam(
+            env.grid,
+            env.positions,
+            env.goals,
+            lambda config: self.policy.scores_at(env, config),
+            start_ties(env),
+            time_limit=self.time_limit,
+            rng=np.random.default_rng([self.seed, self._episodes]),
+        )
+        self._episodes += 1
+        self.planned += self._plan is not None
+
+    def act(self, env: MapfEnv) -> np.ndarray:
+        """The plan's next joint move (the PIBT shield's when there is no plan, or the
+        plan is played out)."""
+        if self._plan is None or env.steps + 1 >= len(self._plan):
+            return self._fallback.act(env)
+        delta = self._plan[env.steps + 1] - env.positions
+        return (delta[:, None, :] == MOVES[None, :, :]).all(axis=2).argmax(axis=1)

@@ -42,9 +42,10 @@ class MapfEvalOptions:
     """Write the report as JSON."""
     no_baselines: bool = False
     """Only the run's policy (no ablation, no baseline)."""
-    shield: str | None = option(None, choices=("pibt",))
+    shield: str | None = option(None, choices=("pibt", "lacam"))
     """Also play every policy through a collision shield: pibt (each agent's ranking of
-    its moves, from the policy's scores, as PIBT's preferences)."""
+    its moves, from the policy's scores, as PIBT's preferences) or lacam (LaCAM's search
+    with those PIBT steps, for completeness)."""
     checkpoint: str = option("best", choices=("best", "latest"))
     """The run's weights: best (picked by its evaluations) or latest."""
     epsilon: float = option(0.0, metavar="E")

@@ -30,7 +30,7 @@ import numpy as np
 
 from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
 
-__all__ = ["PibtShield", "constrained_step", "pibt_step", "rank_moves"]
+__all__ = ["PibtShield", "constrained_step", "pibt_step", "rank_moves", "start_ties"]
 
 NOBODY = -1
 
@@ -176,10 +176,7 @@ class PibtShield:
         self.policy.reset(env)
         self._rng = np.random.default_rng([self.seed, self._episodes])
         self._episodes += 1
-        h, w = env.grid.shape
-        rows, cols = env.positions[:, 0], env.positions[:, 1]
-        to_go = [env.distance(i)[rows[i], cols[i]] for i in range(env.max_num_agents)]
-        self._ties = np.array(to_go, np.float64) / (h * w + 1.0)
+        self._ties = start_ties(env)
         self._elapsed = np.zeros(env.max_num_agents)
 
     def act(self, env: MapfEnv) -> np.ndarray:
@@ -197,3 +194,12 @@ def rank_moves(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     random ties they finished in 55)."""
     scores = np.asarray(scores, dtype=np.float64)
     return np.lexsort((rng.random(scores.shape), -scores), axis=1)
+
+
+def start_ties(env: MapfEnv) -> np.ndarray:
+    """PIBT's tie-breakers between agents' priorities: each agent's distance to its goal
+    at the episode's start over the map's size (below 1; further to go, earlier)."""
+    h, w = env.grid.shape
+    rows, cols = env.positions[:, 0], env.positions[:, 1]
+    to_go = [env.distance(i)[rows[i], cols[i]] for i in range(env.max_num_agents)]
+    return np.array(to_go, np.float64) / (h * w + 1.0)

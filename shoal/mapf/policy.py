@@ -72,6 +72,16 @@ class NetworkPolicy:
         q, self._state = self._actor.q_values(obs, self._state)
         return q[0, : env.max_num_agents].cpu().numpy()
 
+    def scores_at(self, env: MapfEnv, positions: np.ndarray) -> np.ndarray:
+        """float ``(K, 5)``: every agent's Q-values were it at ``positions`` (a planner's
+        configuration), from fresh memories; the policy's own memories are left alone."""
+        if self._actor is None:
+            self.reset(env)
+        assert self._actor is not None
+        obs, comm = env.view(positions)
+        q, _ = self._actor.q_values(self._actor.network.layout.pack(obs, comm), None)
+        return q[0, : env.max_num_agents].cpu().numpy()
+
     def act(self, env: MapfEnv) -> np.ndarray:
         """Every agent's greedy action now (the first best on ties)."""
         return self.scores(env).argmax(axis=1)

@@ -377,6 +377,10 @@ def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, cap
     assert code == 0, err
     rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
     assert rows == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt", "shortest-path", "pibt", "lacam"]
+    code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--shield", "lacam")
+    assert code == 0, err
+    rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
+    assert rows[:4] == ["dhc", "dhc+lacam", "no-comm", "no-comm+lacam"]
 
 
 def test_cli_scenario_instances(tmp_path, capsys):
@@ -442,6 +446,6 @@ def test_cli_missing_run_dir_and_argparse_errors(tmp_path, capsys):
         run_cli(capsys, "mapf", "eval", "-", "--generate", "--size", 5)
     assert e.value.code == 2
     with pytest.raises(SystemExit) as e:  # a shield shoal does not have
-        run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--shield", "lacam")
+        run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--shield", "cbs")
     assert e.value.code == 2
-    assert "argument --shield: invalid choice: 'lacam'" in capsys.readouterr().err
+    assert "argument --shield: invalid choice: 'cbs'" in capsys.readouterr().err

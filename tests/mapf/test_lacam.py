@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from shoal.envs.mapf import MapfEnv, bfs_distances, resolve_moves
-from shoal.mapf.baselines import LacamPlanner, distance_scores_at
+from shoal.mapf.baselines import distance_scores_at, lacam_policy
 from shoal.mapf.evaluate import Instance, generated_instances, play
 from shoal.mapf.lacam import lacam
 
@@ -27,7 +27,7 @@ def plan(grid, starts, goals, time_limit=10.0):
 def test_lacam_swaps_two_agents_through_a_side_pocket_in_the_fewest_steps():
     grid = np.array([[0, 0, 0, 0, 0], [1, 1, 0, 1, 1]], bool)
     pocket = Instance(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)], "corridor with a pocket")
-    got = play(LacamPlanner(), pocket, max_steps=32)
+    got = play(lacam_policy(), pocket, max_steps=32)
     assert (got.success, got.makespan, got.sum_of_costs, got.collisions) == (True, 6, 11, 0)
 
 
@@ -55,5 +55,15 @@ def test_every_step_of_a_plan_is_a_conflict_free_joint_move(seed):
 def test_lacam_solves_what_pibt_loses_on_generated_instances():
     # issue 12's 4 x 10 kind, where PIBT loses instance 24 of seed 0 in a dead end
     instances = generated_instances(4, 10, 25, seed=0)
-    results = [play(LacamPlanner(), i, max_steps=256) for i in instances]
+    results = [play(lacam_policy(), i, max_steps=256) for i in instances]
     assert all(r.success and r.collisions == 0 for r in results)
+
+
+def test_the_lacam_shield_needs_a_policy_that_scores_configurations():
+    from shoal.mapf.lacam import LacamShield
+
+    class Argmax:
+        name = "argmax"
+
+    with pytest.raises(TypeError, match="'argmax' does not score configurations"):
+        LacamShield(Argmax())

@@ -128,6 +128,7 @@ def test_bad_mapf_configs_fail_before_any_work(tmp_path, tiny, overrides, messag
 def test_a_policy_is_evaluated_under_the_view_and_communication_it_was_trained_with(tmp_path, tiny):
     from shoal.mapf.baselines import ShortestPathPolicy
     from shoal.mapf.evaluate import evaluate, generated_instances
+    from shoal.mapf.lacam import LacamShield
     from shoal.mapf.pibt import PibtShield
 
     over = ["run.runner=serial", *mapf_run(tiny, mapf__fov=7, mapf__k_comm=2)]
@@ -136,11 +137,14 @@ def test_a_policy_is_evaluated_under_the_view_and_communication_it_was_trained_w
     policy = load_policy(tmp_path / "r")
     assert policy.env_rules == {"fov": 7, "k_comm": 2}
     instances = generated_instances(2, 6, 3, seed=0)
-    shielded = PibtShield(policy)
-    report = evaluate([policy, shielded, ShortestPathPolicy()], instances, max_steps=20)
-    assert [s.instances for s in report.summaries] == [3, 3, 3]
-    assert report.summaries[1].name == f"{policy.name}+pibt"
-    assert report.summaries[1].collisions == 0  # the shield leaves no conflict to the env
+    shields = [PibtShield(policy), LacamShield(policy, time_limit=1.0)]
+    report = evaluate([policy, *shields, ShortestPathPolicy()], instances, max_steps=20)
+    assert [s.instances for s in report.summaries] == [3, 3, 3, 3]
+    names = [s.name for s in report.summaries[1:3]]
+    assert names == [f"{policy.name}+pibt", f"{policy.name}+lacam"]
+    # the shields leave no conflict to the env, planned or not (an untrained policy's
+    # rankings can keep LaCAM's search past its time: the PIBT shield plays then)
+    assert report.summaries[1].collisions == report.summaries[2].collisions == 0
     env = instances[0].env(max_steps=20, **policy.env_rules)
     env.reset(seed=0)
     policy.reset(env)
