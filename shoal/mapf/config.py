@@ -52,6 +52,11 @@ class MapfConfig:
     step, so errors of a few hundredths in Q freeze whole teams."""
     max_steps: int = param(256, gt=0)
     """Steps before an episode is cut (success is all agents on goal before it)."""
+    shield: str = param("none", choices=("none", "pibt"))
+    """Actors and evaluations act through the PIBT shield (:mod:`shoal.mapf.pibt`): each
+    agent's Q-values rank its moves (an exploring agent's at random) and one PIBT step picks
+    the joint move, so replay holds the states shielded play visits. none: each agent its
+    own argmax (or random move)."""
     envs: int = param(16, gt=0)
     """Worlds each player steps together (one batched forward for all their agents)."""
     eps_alpha: float = param(7.0, ge=0.0)

@@ -30,7 +30,14 @@ import numpy as np
 
 from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
 
-__all__ = ["PibtShield", "constrained_step", "pibt_step", "rank_moves", "start_ties"]
+__all__ = [
+    "PibtMover",
+    "PibtShield",
+    "constrained_step",
+    "pibt_step",
+    "rank_moves",
+    "start_ties",
+]
 
 NOBODY = -1
 
@@ -141,6 +148,35 @@ class _Step:
 STAY = ACTIONS.index("stay")
 
 
+class PibtMover:
+    """PIBT's state over one episode of one world (priorities, the draws that order tied
+    moves): a joint move from every agent's scores of its moves. The shield and the
+    training player's worlds each hold one."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+        self._elapsed = self._ties = np.zeros(0)
+        self._episodes = 0
+        self._rng = np.random.default_rng(seed)
+
+    def reset(self, env: MapfEnv) -> None:
+        """A new episode: its own draws (from the seed and the episode's number), and every
+        agent's priority from its distance to its goal at the start (a fixed tie-breaker:
+        one that followed the distance as agents move would hand the lead back and forth
+        between agents in a corridor, and they would shuffle there for ever)."""
+        self._rng = np.random.default_rng([self.seed, self._episodes])
+        self._episodes += 1
+        self._ties = start_ties(env)
+        self._elapsed = np.zeros(env.max_num_agents)
+
+    def move(self, env: MapfEnv, scores: np.ndarray) -> np.ndarray:
+        """int ``(K,)``: the joint move of one PIBT step, ``scores`` (``(K, 5)``, higher
+        better) ranking each agent's moves."""
+        rankings = rank_moves(scores, self._rng)
+        self._elapsed = np.where(env.on_goal(), 0.0, self._elapsed + 1.0)
+        return pibt_step(env.grid, env.positions, rankings, self._elapsed + self._ties)
+
+
 class PibtShield:
     """``policy``'s preferences (its ``scores``: higher is better), made a collision-free
     joint move by :func:`pibt_step` with PIBT's priorities (module docstring). Satisfies
@@ -160,30 +196,19 @@ class PibtShield:
     def __init__(self, policy: Any, *, name: str | None = None, seed: int = 0) -> None:
         if not hasattr(policy, "scores"):
             raise TypeError(f"mapf shield: policy {policy.name!r} does not score its moves")
-        self.policy, self.seed = policy, seed
+        self.policy = policy
         self.name: str = name or f"{policy.name}+pibt"
         self.env_rules = dict(getattr(policy, "env_rules", {}))
-        self._elapsed = self._ties = np.zeros(0)
-        self._episodes = 0
-        self._rng = np.random.default_rng(seed)
+        self.mover = PibtMover(seed)
 
     def reset(self, env: MapfEnv) -> None:
-        """A new episode: the wrapped policy's, its own draws (from the seed and the
-        episode's number), and every agent's priority from its distance to its goal at the
-        start (a fixed tie-breaker: one that followed the distance as agents move would
-        hand the lead back and forth between agents in a corridor, and they would shuffle
-        there for ever)."""
+        """A new episode: the wrapped policy's and PIBT's (:meth:`PibtMover.reset`)."""
         self.policy.reset(env)
-        self._rng = np.random.default_rng([self.seed, self._episodes])
-        self._episodes += 1
-        self._ties = start_ties(env)
-        self._elapsed = np.zeros(env.max_num_agents)
+        self.mover.reset(env)
 
     def act(self, env: MapfEnv) -> np.ndarray:
         """The joint move: the policy's rankings through one PIBT step."""
-        rankings = rank_moves(self.policy.scores(env), self._rng)
-        self._elapsed = np.where(env.on_goal(), 0.0, self._elapsed + 1.0)
-        return pibt_step(env.grid, env.positions, rankings, self._elapsed + self._ties)
+        return self.mover.move(env, np.asarray(self.policy.scores(env), np.float64))
 
 
 def rank_moves(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -30,6 +30,7 @@ from shoal.envs.mapf import MapfEnv
 from shoal.mapf.config import MapfConfig
 from shoal.mapf.curriculum import Stage
 from shoal.mapf.network import CommQNetwork, JointLayout
+from shoal.mapf.pibt import PibtMover
 from shoal.replay import SequenceWriter
 from shoal.run.seeding import derive_seed
 
@@ -131,8 +132,9 @@ class Played:
 class _World:
     """One world of a player: its env, writer, episode counters and packed observation."""
 
-    def __init__(self, cfg: MapfConfig) -> None:
+    def __init__(self, cfg: MapfConfig, seed: int) -> None:
         self.env: MapfEnv | None = None
+        self.mover = PibtMover(seed)  # the shield's state (mapf.shield)
         self.stage: Stage | None = None
         self.writer = sequence_writer(cfg)
         self.obs: np.ndarray | None = None  # packed joint observation now (None: reset due)
@@ -164,7 +166,7 @@ class MapfPlayer:
         self.layout = network.layout
         self.seeds = tuple(seeds)
         self.rng = rng
-        self.worlds = [_World(self.m) for _ in range(self.m.envs)]
+        self.worlds = [_World(self.m, derive_seed(*seeds, w, 1)) for w in range(self.m.envs)]
         self._draws: tuple[list[Stage], np.ndarray | None] = ([], None)
         """The stages new episodes are drawn from, and their probabilities."""
         # Memories stay on the CPU between steps (rows are reset and stored per world);
@@ -182,6 +184,7 @@ class MapfPlayer:
             world.env, world.stage = make_world(self.m, stage), stage
         assert world.env is not None
         world.env.reset(seed=derive_seed(*self.seeds, w, world.episodes))
+        world.mover.reset(world.env)
         world.obs = self.layout.pack(world.env.last_obs, world.env.comm_mask())
         world.ret = 0.0
         self.state[w] = 0.0
@@ -214,14 +217,28 @@ class MapfPlayer:
                 params, torch.as_tensor(obs, device=device), self.state.to(device)
             )
             self.state = self.state.cpu()
-            actions = q.argmax(-1).cpu().numpy()
-            explore = self.rng.random(actions.shape) < eps[:, None]
-            actions[explore] = self.rng.integers(q.shape[-1], size=int(explore.sum()))
+            actions = self._actions(q.cpu().numpy(), eps)
             for w, world in enumerate(self.worlds):
                 self._step(w, world, obs[w], actions[w], before[w].numpy(), out)
             out.steps += len(self.worlds)
         out.priorities = self.priorities(params, out.items)
         return out
+
+    def _actions(self, q: np.ndarray, eps: np.ndarray) -> np.ndarray:
+        """int ``(worlds, agents)``: epsilon-greedy per agent, or through each world's
+        PIBT shield with ``mapf.shield`` (an exploring agent ranks its moves at random)."""
+        explore = self.rng.random(q.shape[:2]) < eps[:, None]
+        if self.m.shield == "none":
+            actions = q.argmax(-1)
+            actions[explore] = self.rng.integers(q.shape[-1], size=int(explore.sum()))
+            return actions
+        scores = np.where(explore[..., None], self.rng.random(q.shape), q)
+        actions = np.zeros(q.shape[:2], np.int64)
+        for w, world in enumerate(self.worlds):
+            assert world.env is not None
+            k = world.env.max_num_agents
+            actions[w, :k] = world.mover.move(world.env, scores[w, :k])
+        return actions
 
     def _step(
         self,
@@ -276,15 +293,23 @@ class MapfPlayer:
 
 @torch.inference_mode()
 def play_greedy(
-    network: CommQNetwork, params: Params, worlds: Sequence[MapfEnv], seeds: Sequence[int]
+    network: CommQNetwork,
+    params: Params,
+    worlds: Sequence[MapfEnv],
+    seeds: Sequence[int],
+    *,
+    shield: str = "none",
 ) -> list[Episode]:
     """One greedy episode in each world (reset with its seed), all stepped together by one
-    batched forward per step: the run's evaluation."""
+    batched forward per step, each world's agents through the PIBT shield with ``shield``
+    ``"pibt"``: the run's evaluation."""
     network = network.for_agents(max(env.max_num_agents for env in worlds))
     layout = network.layout
     device = next(iter(params.values())).device
-    for env, seed in zip(worlds, seeds):
+    movers = [PibtMover(seed) for seed in seeds]
+    for env, seed, mover in zip(worlds, seeds, movers):
         env.reset(seed=seed)
+        mover.reset(env)
     state = network.initial_state(len(worlds)).to(device)
     live = list(range(len(worlds)))
     returns = np.zeros(len(worlds))
@@ -293,12 +318,14 @@ def play_greedy(
         obs = np.stack([layout.pack(worlds[i].last_obs, worlds[i].comm_mask()) for i in live])
         q, nxt = network.apply_params(params, torch.as_tensor(obs, device=device), state[live])
         state[live] = nxt
-        actions = q.argmax(-1).cpu().numpy()
+        q_rows = q.cpu().numpy()
         still = []
         for row, i in enumerate(live):
             env = worlds[i]
             names = env.possible_agents
-            acts = actions[row, : len(names)].tolist()
+            scores = q_rows[row, : len(names)]
+            greedy = movers[i].move(env, scores) if shield == "pibt" else scores.argmax(-1)
+            acts = greedy.tolist()
             _, rewards, terms, truncs, _ = env.step(dict(zip(names, acts)))
             returns[i] += float(np.mean([rewards[a] for a in names]))
             if terms[names[0]] or truncs[names[0]]:

@@ -133,7 +133,9 @@ class _MapfParts(DQNRunner):
             for env in worlds:
                 env.density = float(rng.uniform(lo, hi))
             seeds = [derive_seed(seed, EVAL_STREAM, agents, size, k) for k in range(len(worlds))]
-            played = play_greedy(self.learner.online, params, worlds, seeds)
+            played = play_greedy(
+                self.learner.online, params, worlds, seeds, shield=self.cfg.extra["mapf"].shield
+            )
             ok = [float(ep.success) for ep in played]
             self._last_eval[f"success_{agents}x{size}"] = float(np.mean(ok))
             successes += ok

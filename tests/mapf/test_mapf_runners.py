@@ -152,3 +152,10 @@ def test_a_policy_is_evaluated_under_the_view_and_communication_it_was_trained_w
     assert scores.shape == (2, 5)
     policy.reset(env)
     assert policy.act(env).tolist() == scores.argmax(axis=1).tolist()
+
+
+def test_a_serial_mapf_run_trains_and_evaluates_through_the_shield(tmp_path, tiny):
+    over = ["run.runner=serial", *mapf_run(tiny, mapf__shield="pibt")]
+    result = shoal.train("mapf", overrides=over, run_dir=tmp_path / "r")
+    assert result.env_steps >= 400 and result.updates > 0
+    check_rows(tmp_path / "r")
