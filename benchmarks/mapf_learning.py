@@ -6,15 +6,19 @@ clock on this machine, or takes an existing run (``--run-dir``), then plays the 
 held-out instances (generated maps, obstacle density drawn from [0.1, 0.3], instance seeds
 training never uses) with three policies: the run's best weights, the same weights with
 communication masked off, and independent shortest-path agents that wait on conflicts.
-Prints, per target (4 agents on 10x10, 8 on 20x20, and 16 on 40x40 for generalisation),
-solved counts, success rates, makespan and sum of costs over the instances all three
-solved, the ratios of success rates, the training's wall time and steps, and the machine.
+The baselines PIBT and LaCAM play too, and with ``--shield pibt|lacam`` every policy also
+plays shielded; ``--maps`` adds the MovingAI maps of ``benchmarks/data/movingai`` at 8, 16,
+32 and 64 agents. Prints, per target (4 agents on 10x10, 8 on 20x20, and 16 on 40x40 for
+generalisation), solved counts, success rates, makespan and sum of costs over the
+instances all solved, the ratios of success rates, the training's wall time and steps, and
+the machine.
 
 Usage::
 
     python benchmarks/mapf_learning.py                        # train 60 minutes, evaluate
     python benchmarks/mapf_learning.py --run-dir runs/mapf-X  # evaluate a finished run
     python benchmarks/mapf_learning.py --minutes 10 --set run.runner=serial
+    python benchmarks/mapf_learning.py --run-dir runs/mapf-X --shield pibt --maps
 """
 
 from __future__ import annotations
@@ -38,7 +42,20 @@ from shoal.run.directory import RunDir
 
 TARGETS = ((4, 10), (8, 20), (16, 40))
 """(agents, map side) of the held-out evaluations; the last one is generalisation."""
-SHARED = ("instances", "seed", "checkpoint", "epsilon", "unstick", "density", "max_steps")
+MAPS = Path(__file__).parent / "data" / "movingai"
+BENCHMARK_MAPS = ("random-32-32-10", "random-32-32-20", "room-32-32-4", "maze-32-32-2")
+"""MovingAI maps played with ``--maps`` (each with its first scenario)."""
+MAP_AGENTS = (8, 16, 32, 64)
+SHARED = (
+    "instances",
+    "seed",
+    "checkpoint",
+    "epsilon",
+    "unstick",
+    "density",
+    "max_steps",
+    "shield",
+)
 """``shoal mapf eval``'s options this benchmark takes, with the same meaning."""
 
 
@@ -71,11 +88,28 @@ def compare(opts: MapfEvalOptions, run_dir: Path, agents: int, size: int) -> Eva
     )
 
 
-def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
+def on_map(opts: MapfEvalOptions, run_dir: Path, name: str, agents: int) -> EvalReport:
+    """Every policy on one MovingAI map with the first ``agents`` of its first scenario."""
+    scen = [str(MAPS / f"{name}-random-1.scen")]
+    return eval_command(
+        dataclasses.replace(
+            opts,
+            run_dir=str(run_dir),
+            agents=agents,
+            map=str(MAPS / f"{name}.map"),
+            scen=scen,
+            generate=False,
+            instances=None,
+            density=None,
+        )
+    )
+
+
+def show(title: str, report: EvalReport) -> dict[str, Any]:
     """Print one target's lines; returns them as a dict."""
     rows = {s.name: s for s in report.summaries}
     ours, blind, path = rows["shoal"], rows["no-comm"], rows["shortest-path"]
-    print(f"\n{agents} agents on {size}x{size}, {ours.instances} held-out instances")
+    print(f"\n{title}, {ours.instances} held-out instances")
     for s in report.summaries:
         print(
             f"  {s.name:14s} solved {s.solved:3d}/{s.instances}  success {s.success_rate:6.1%}"
@@ -85,14 +119,14 @@ def show(agents: int, size: int, report: EvalReport) -> dict[str, Any]:
     ratios = {
         "vs_shortest_path": _ratio(ours.success_rate, path.success_rate),
         "vs_no_comm": _ratio(ours.success_rate, blind.success_rate),
+        "vs_pibt": _ratio(ours.success_rate, rows["pibt"].success_rate),
     }
     print(
         f"  success ratio: shoal / shortest-path = {_fmt(ratios['vs_shortest_path'])}, "
-        f"shoal / no-comm = {_fmt(ratios['vs_no_comm'])}"
+        f"shoal / no-comm = {_fmt(ratios['vs_no_comm'])}, shoal / pibt = {_fmt(ratios['vs_pibt'])}"
     )
     return {
-        "agents": agents,
-        "size": size,
+        "target": title,
         "policies": {s.name: s.__dict__ for s in report.summaries},
         "ratios": ratios,
     }
@@ -113,6 +147,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=60.0, help="training budget")
     parser.add_argument("--set", action="append", default=[], help="config overrides")
     parser.add_argument("--json", type=Path, help="write the results as JSON")
+    parser.add_argument(
+        "--maps", action="store_true", help="also the MovingAI maps (benchmarks/data/movingai)"
+    )
     add_options(parser, MapfEvalOptions, only=SHARED, defaults={"instances": 100})
     args = parser.parse_args()
     print(f"machine: {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
@@ -127,7 +164,11 @@ def main() -> None:
     )
     opts = parse_options(MapfEvalOptions, args, run_dir=str(run_dir), agents=1)
     noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
-    results = [show(a, s, compare(opts, run_dir, a, s)) for a, s in TARGETS]
+    results = [show(f"{a} agents on {s}x{s}", compare(opts, run_dir, a, s)) for a, s in TARGETS]
+    if args.maps:
+        for name in BENCHMARK_MAPS:
+            for n in MAP_AGENTS:
+                results.append(show(f"{name}, {n} agents", on_map(opts, run_dir, name, n)))
     if args.json:
         args.json.write_text(
             json.dumps(
