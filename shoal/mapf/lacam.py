@@ -59,6 +59,8 @@ class _Node:
     priorities: np.ndarray
     order: list[int]
     constraints: deque[Constraint] = field(default_factory=lambda: deque([Constraint()]))
+    rankings: np.ndarray | None = None
+    """Every agent's ranking of its moves here (scored on the node's first visit)."""
 
 
 def lacam(
@@ -98,8 +100,10 @@ def lacam(
             agent = node.order[constraint.depth]
             for action in range(len(ACTIONS)):
                 node.constraints.append(Constraint(constraint, agent, action, constraint.depth + 1))
-        rankings = rank_moves(scores(node.config), rng)
-        actions = constrained_step(grid, node.config, rankings, node.priorities, constraint.moves())
+        if node.rankings is None:  # scored once per node: a learned policy's forward is dear
+            node.rankings = rank_moves(scores(node.config), rng)
+        moves = constraint.moves()
+        actions = constrained_step(grid, node.config, node.rankings, node.priorities, moves)
         if actions is None:
             continue
         config = node.config + MOVES[actions]
