@@ -57,6 +57,9 @@ VARIANTS = {
     "serial/mapf": MAPF,
     "ray/mapf": MAPF,
     **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
+    # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
+    # of a 600-step run was the whole run, and it could end before replay had a batch.
+    "ray/4envs": [*BATCHED, "ray.steps_per_call=50"],
 }
 """Configurations of a runner that run on other threads or processes, or in worlds that
 have their own version of it: they go through the artifact and Ctrl-C checks too."""
