@@ -254,13 +254,10 @@ class MapfRolloutActor(RolloutActor):
         if got.items:
             batch = {k: np.stack([item[k] for item in got.items]) for k in got.items[0]}
             self.send(batch, got.priorities)
-        return {
-            "episodes": [(e.stage, e.success, e.steps, e.mean_return) for e in got.episodes],
-            "steps": got.steps,
-            "version": self.actor.version,
-            "pid": self.pid(),
-            "node": self.node,
-        }
+        return self.answer(
+            episodes=[(e.stage, e.success, e.steps, e.mean_return) for e in got.episodes],
+            steps=got.steps,
+        )
 
 
 class MapfRayRunner(_MapfParts, RayRunner):

@@ -58,7 +58,8 @@ VARIANTS = {
     "ray/mapf": MAPF,
     **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
-    # of a 600-step run was the whole run, and it could end before replay had a batch.
+    # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
+    # ends on its first call is test_ray_runner's).
     "ray/4envs": [*BATCHED, "ray.steps_per_call=50"],
 }
 """Configurations of a runner that run on other threads or processes, or in worlds that

@@ -13,6 +13,7 @@ import shoal
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
+from shoal.run.schedule import UpdateSchedule
 
 pytestmark = pytest.mark.timeout(300)
 apex = pytest.importorskip("shoal.runners.ray.runner")
@@ -156,3 +157,20 @@ def test_a_polling_weight_store_never_waits_and_sees_every_newer_version(ray_ses
         assert all(w == v for v, w in seen)  # each version with its own weights
     finally:
         ray_session.kill(server)
+
+
+def test_a_run_whose_first_call_covers_it_takes_the_updates_it_owes(tmp_path, tiny, ray_session):
+    # One call plays 200 steps of each of 4 envs, past the whole 600-step run: the run ends
+    # on its first answer, whose sends to replay may not have landed yet.
+    over = [
+        "run.runner=ray",
+        "ray.actors=1",
+        "ray.steps_per_call=200",
+        "env.num_envs=4",
+        *tiny(),
+    ]
+    result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
+    cfg = shoal.load_config("cartpole", over)
+    owed = UpdateSchedule.from_config(cfg.run).due(result.env_steps)
+    assert result.env_steps >= 600 and owed > 0
+    assert result.updates == owed

@@ -68,6 +68,8 @@ class RolloutActor:
         self.node = ray.get_runtime_context().get_node_id()
         self.inflight: list[Any] = []
         self.since_pull = 0
+        self.sent = 0
+        """Items sent to replay since the last call's answer (:meth:`answer`)."""
         self.setup(store)
         self._pull()
 
@@ -122,12 +124,22 @@ class RolloutActor:
                 action_mask=self.cfg.dqn.action_mask,
             )
             self.send(sent.items, priorities)
+        return self.answer(
+            episodes=[(end.ret, end.length) for end in sent.ended] if sent else [],
+            in_progress=int(self.acting.lengths.sum()),
+        )
+
+    def answer(self, **fields: Any) -> dict[str, Any]:
+        """A call's answer: ``fields`` plus the weights version acted with, where it ran
+        (process, node) and how many items it sent to replay (the driver knows from them
+        what replay holds once the sends land)."""
+        sent, self.sent = self.sent, 0
         return {
-            "episodes": [(end.ret, end.length) for end in sent.ended] if sent else [],
+            **fields,
             "version": self.actor.version,
             "pid": os.getpid(),
             "node": self.node,
-            "in_progress": int(self.acting.lengths.sum()),
+            "sent": sent,
         }
 
     def send(self, batch: dict[str, np.ndarray], priorities: np.ndarray) -> None:
@@ -139,6 +151,7 @@ class RolloutActor:
             done, self.inflight = ray.wait(self.inflight, num_returns=1)
             ray.get(done)  # a failed send fails this call, with the replay's error
         self.inflight.append(self.replay.add_batch.remote(batch, priorities))
+        self.sent += len(priorities)
 
     def pid(self) -> int:
         """This actor's process id (tests kill it)."""

@@ -175,6 +175,8 @@ class RayRunner(DQNRunner):
         order, so the priority updates they carry land before any later call)."""
         self.resume_replay: dict[str, Any] | None = None
         self.replay_size = 0
+        self.expected_size = 0
+        """What replay holds once every send the actors reported has landed."""
         self.replay_lost = False
         self.restarts = 0
         """Actors Ray restarted (seen as a new process answering)."""
@@ -220,7 +222,7 @@ class RayRunner(DQNRunner):
             ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
         self._replay_cpu = None  # a new process: its load is measured from here
         self._replay_load()
-        self.replay_size = self._from_replay(self.replay_actor.size.remote())
+        self.replay_size = self.expected_size = self._from_replay(self.replay_actor.size.remote())
         server = ray.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
         self.server = server.remote()
         self.store = RayWeightStore(self.server)
@@ -286,6 +288,7 @@ class RayRunner(DQNRunner):
             self._call(i)
             return Collected(0, [])
         self.nodes.add(got["node"])
+        self.expected_size += int(got["sent"])
         if self.pids.setdefault(i, got["pid"]) != got["pid"]:  # a new incarnation
             self.pids[i] = got["pid"]
             self.restarts += 1
@@ -316,18 +319,31 @@ class RayRunner(DQNRunner):
         # Arrays from the object store are read-only; torch wants its own.
         return {name: np.array(a) for name, a in batch.items()}
 
-    def _replay_ready(self) -> bool:
-        # Sends are asynchronous: replay may hold fewer items than the steps played.
-        if self.replay_size < self.cfg.dqn.batch_size:
+    def _replay_ready(self, wait: bool = False) -> bool:
+        """Whether replay holds a batch. Sends are asynchronous: replay may hold fewer
+        items than the actors reported sending; ``wait`` waits (up to ``ray.timeout``) for
+        those sends when they make a batch."""
+        need = self.cfg.dqn.batch_size
+        if self.replay_size < need:
             self.replay_size = self._from_replay(self.replay_actor.size.remote())
-        return self.replay_size >= self.cfg.dqn.batch_size
+        deadline = time.monotonic() + self.cfg.ray.timeout
+        while wait and self.replay_size < need <= self.expected_size:
+            if time.monotonic() > deadline:
+                raise ShoalError(
+                    f"replay did not receive the actors' sends in {self.cfg.ray.timeout} s "
+                    "(ray.timeout)"
+                )
+            time.sleep(0.01)
+            self.replay_size = self._from_replay(self.replay_actor.size.remote())
+        return self.replay_size >= need
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the update schedule owes for the env steps taken, each on a
         prefetched batch; new priorities go back, weights out every ``publish_every``."""
         # Asked only once replay holds a batch: the updates owed until then are taken as
-        # soon as it does.
-        if step < self.cfg.run.learning_starts or not self._replay_ready():
+        # soon as it does, at the latest at the run's end (which waits for the sends).
+        last = step >= self.cfg.run.total_steps
+        if step < self.cfg.run.learning_starts or not self._replay_ready(wait=last):
             return
         t0 = time.perf_counter()
         self.schedule.take(self.schedule.owe(step), lambda: self._apex_update(step))
