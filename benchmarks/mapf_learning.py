@@ -55,6 +55,7 @@ SHARED = (
     "density",
     "max_steps",
     "shield",
+    "shield_guide",
 )
 """``shoal mapf eval``'s options this benchmark takes, with the same meaning."""
 
@@ -125,10 +126,39 @@ def show(title: str, report: EvalReport) -> dict[str, Any]:
         f"  success ratio: shoal / shortest-path = {_fmt(ratios['vs_shortest_path'])}, "
         f"shoal / no-comm = {_fmt(ratios['vs_no_comm'])}, shoal / pibt = {_fmt(ratios['vs_pibt'])}"
     )
+    against = {
+        name: against_pibt(report, name)
+        for name in rows
+        if "+" in name and name not in ("pibt", "lacam") and not name.startswith("shortest")
+    }
+    for name, pair in against.items():
+        print(
+            f"  {name} vs pibt: solved {pair['solved']} vs {pair['pibt_solved']}; sum of costs"
+            f" on the {pair['both']} both solve {_fmt(pair['soc'])} vs {_fmt(pair['pibt_soc'])}"
+            f" (ratio {_fmt(pair['soc_ratio'])})"
+        )
     return {
         "target": title,
         "policies": {s.name: s.__dict__ for s in report.summaries},
         "ratios": ratios,
+        "against_pibt": against,
+    }
+
+
+def against_pibt(report: EvalReport, name: str) -> dict[str, Any]:
+    """A shielded policy against PIBT: instances each solved, and the mean sum of costs of
+    each on the instances both solved (the issue's sum-of-costs must-show)."""
+    ours, pibt = report.episodes[name], report.episodes["pibt"]
+    both = [i for i, (a, b) in enumerate(zip(ours, pibt)) if a.success and b.success]
+    soc = sum(ours[i].sum_of_costs or 0 for i in both) / len(both) if both else None
+    pibt_soc = sum(pibt[i].sum_of_costs or 0 for i in both) / len(both) if both else None
+    return {
+        "solved": sum(e.success for e in ours),
+        "pibt_solved": sum(e.success for e in pibt),
+        "both": len(both),
+        "soc": soc,
+        "pibt_soc": pibt_soc,
+        "soc_ratio": None if not both or not pibt_soc else soc / pibt_soc,
     }
 
 

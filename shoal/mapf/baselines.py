@@ -10,13 +10,11 @@ the gap a learned, communicating policy should close.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from shoal.envs.mapf import MOVES, MapfEnv
+from shoal.envs.mapf import MapfEnv
 from shoal.mapf.lacam import LacamShield
-from shoal.mapf.pibt import PibtShield
+from shoal.mapf.pibt import PibtShield, distance_scores, distance_scores_at
 from shoal.mapf.policy import MapfPolicy
 
 __all__ = [
@@ -61,28 +59,6 @@ class ShortestPathPolicy:
         """int ``(K,)``: each agent's first move down its own shortest path (the first of
         up, down, left, right that gets closer; stay on the goal)."""
         return self.scores(env).argmax(axis=1)
-
-
-def distance_scores(env: MapfEnv) -> np.ndarray:
-    """float ``(K, 5)``: :func:`distance_scores_at` the env's current positions."""
-    distances = [env.distance(i) for i in range(env.max_num_agents)]
-    return distance_scores_at(env.grid, distances, env.positions)
-
-
-def distance_scores_at(
-    grid: np.ndarray, distances: Sequence[np.ndarray], positions: np.ndarray
-) -> np.ndarray:
-    """float ``(K, 5)``: each agent's score of each action at ``positions``, minus the
-    distance to its goal (``distances[i]``, a BFS map) from the cell it leads to (-inf off
-    the map or into an obstacle)."""
-    h, w = grid.shape
-    target = positions[:, None, :] + MOVES[None, :, :]
-    inside = (target >= 0).all(axis=2) & (target[..., 0] < h) & (target[..., 1] < w)
-    rows, cols = np.clip(target[..., 0], 0, h - 1), np.clip(target[..., 1], 0, w - 1)
-    dist = np.stack([distances[i][rows[i], cols[i]] for i in range(len(positions))])
-    scores = -dist.astype(np.float64)
-    scores[~inside | grid[rows, cols]] = -np.inf
-    return scores
 
 
 def pibt_policy() -> MapfPolicy:

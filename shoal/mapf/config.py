@@ -57,6 +57,11 @@ class MapfConfig:
     agent's Q-values rank its moves (an exploring agent's at random) and one PIBT step picks
     the joint move, so replay holds the states shielded play visits. none: each agent its
     own argmax (or random move)."""
+    shield_guide: float = param(0.0, ge=0.0)
+    """With the shield, each agent's Q-values minus this weight times the distance each move
+    leaves to its goal rank its moves (:mod:`shoal.mapf.guide`; in reward per cell, DHC
+    charges 0.075 a step): the distance settles what the Q-values get badly wrong, the
+    Q-values order moves of equal distance. 0: the Q-values alone."""
     envs: int = param(16, gt=0)
     """Worlds each player steps together (one batched forward for all their agents)."""
     eps_alpha: float = param(7.0, ge=0.0)

@@ -51,6 +51,7 @@ from shoal.errors import ConfigError, RunDirError
 from shoal.mapf import policy as mapf_policy
 from shoal.mapf.animation import check_animation_path, save_animation
 from shoal.mapf.baselines import ShortestPathPolicy, lacam_policy, pibt_policy
+from shoal.mapf.guide import GuidedPolicy
 from shoal.mapf.lacam import LacamShield
 from shoal.mapf.options import MapfEvalOptions
 from shoal.mapf.pibt import PibtShield
@@ -527,12 +528,14 @@ def _policies(
     baselines: bool,
     checkpoint: str = "best",
     shield: str | None = None,
+    guide: float | None = None,
 ) -> list[MapfPolicy]:
     """The trained policy (of the run's ``checkpoint``, best or latest), it without
     communication, the baselines (shortest-path agents, PIBT, LaCAM; the trained one alone
     without ``baselines``; the baselines alone for RUN_DIR ``-``); with ``shield``
     each policy also plays shielded, beside itself (shortest-path agents shielded are
-    PIBT)."""
+    PIBT), the trained ones' scores guided by the distance with weight ``guide``
+    (:mod:`shoal.mapf.guide`; None: the run's ``mapf.shield_guide``)."""
     if os.fspath(run_dir) == BASELINE_ONLY:
         if not baselines:
             raise ConfigError(
@@ -550,7 +553,9 @@ def _policies(
     policies: list[MapfPolicy] = []
     shields = {"pibt": PibtShield, "lacam": LacamShield}
     for policy in learned:
-        policies += [policy, shields[shield](policy)] if shield else [policy]
+        weight = getattr(policy, "shield_guide", 0.0) if guide is None else guide
+        guided = GuidedPolicy(policy, weight) if weight else policy
+        policies += [policy, shields[shield](guided)] if shield else [policy]
     return policies + (_baselines() if baselines else [])
 
 
@@ -593,6 +598,15 @@ def _instances(opts: MapfEvalOptions) -> list[Instance]:
     return scenario_instances(opts.map, opts.scen, opts.agents)
 
 
+def _check_guide(shield: str | None, guide: float | None) -> None:
+    if guide is None:
+        return
+    if shield is None:
+        raise ConfigError("--shield-guide goes with --shield pibt|lacam (it guides a shield)")
+    if not guide >= 0:
+        raise ConfigError(f"--shield-guide {guide}: the weight must be >= 0")
+
+
 def _check_output(out: str | os.PathLike | None) -> None:
     if out is not None and not Path(out).parent.is_dir():
         raise ConfigError(
@@ -617,8 +631,11 @@ def eval_command(opts: MapfEvalOptions) -> EvalReport:
         check_animation_path(opts.gif)
     _check_output(opts.out)
     _check_noise(opts.epsilon, opts.unstick)
+    _check_guide(opts.shield, opts.shield_guide)
     instances = _instances(opts)
-    policies = _policies(opts.run_dir, not opts.no_baselines, opts.checkpoint, opts.shield)
+    policies = _policies(
+        opts.run_dir, not opts.no_baselines, opts.checkpoint, opts.shield, opts.shield_guide
+    )
     noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
     report = evaluate(policies, instances, max_steps=opts.max_steps, **noise)
     print_report(report)

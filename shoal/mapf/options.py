@@ -46,6 +46,10 @@ class MapfEvalOptions:
     """Also play every policy through a collision shield: pibt (each agent's ranking of
     its moves, from the policy's scores, as PIBT's preferences) or lacam (LaCAM's search
     with those PIBT steps, for completeness)."""
+    shield_guide: float | None = option(None, metavar="W")
+    """With --shield, the learned policies' Q-values minus W times the distance each move
+    leaves to the goal rank the moves (W in reward per cell, DHC charges 0.075 a step;
+    0: the Q-values alone; default: the run's mapf.shield_guide)."""
     checkpoint: str = option("best", choices=("best", "latest"))
     """The run's weights: best (picked by its evaluations) or latest."""
     epsilon: float = option(0.0, metavar="E")

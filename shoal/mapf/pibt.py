@@ -19,11 +19,13 @@ makes it complete).
 Priorities follow PIBT: an agent's priority grows by one every step it is off its goal and
 drops back to its fractional part on it; the fraction, its distance to its goal at the
 episode's start over the map's size, breaks ties in favour of agents with further to go.
+The agent with the lead ranks its moves by distance whatever the policy says
+(:meth:`PibtMover.move`), which keeps PIBT's guarantee for any ranking.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +36,8 @@ __all__ = [
     "PibtMover",
     "PibtShield",
     "constrained_step",
+    "distance_scores",
+    "distance_scores_at",
     "pibt_step",
     "rank_moves",
     "start_ties",
@@ -171,10 +175,29 @@ class PibtMover:
 
     def move(self, env: MapfEnv, scores: np.ndarray) -> np.ndarray:
         """int ``(K,)``: the joint move of one PIBT step, ``scores`` (``(K, 5)``, higher
-        better) ranking each agent's moves."""
-        rankings = rank_moves(scores, self._rng)
-        self._elapsed = np.where(env.on_goal(), 0.0, self._elapsed + 1.0)
-        return pibt_step(env.grid, env.positions, rankings, self._elapsed + self._ties)
+        better) ranking each agent's moves, except the leader's (the agent off its goal
+        with the highest priority): it ranks its moves by the distance they leave to its
+        goal, ``scores`` ordering moves of equal distance.
+
+        That exception keeps PIBT's guarantee that every agent reaches its goal: the
+        leader keeps its lead until it arrives and inheritance clears its way, so it
+        arrives, provided it wants a shortest path. A learned ranking can prefer to
+        wait: two agents off their goals that both do stand still for ever (seen on 8
+        agents in 20 x 20 with a trained policy, PIBT's own ranking solving the
+        instance)."""
+        scores = np.asarray(scores, dtype=np.float64)
+        noise = self._rng.random(scores.shape)
+        rankings = np.lexsort((noise, -scores), axis=1)
+        off = ~env.on_goal()
+        self._elapsed = np.where(off, self._elapsed + 1.0, 0.0)
+        priorities = self._elapsed + self._ties
+        if off.any():
+            lead = int(np.argmax(np.where(off, priorities, -np.inf)))
+            dist = distance_scores_at(
+                env.grid, [env.distance(lead)], env.positions[lead : lead + 1]
+            )
+            rankings[lead] = np.lexsort((noise[lead], -scores[lead], -dist[0]))
+        return pibt_step(env.grid, env.positions, rankings, priorities)
 
 
 class PibtShield:
@@ -228,3 +251,25 @@ def start_ties(env: MapfEnv) -> np.ndarray:
     rows, cols = env.positions[:, 0], env.positions[:, 1]
     to_go = [env.distance(i)[rows[i], cols[i]] for i in range(env.max_num_agents)]
     return np.array(to_go, np.float64) / (h * w + 1.0)
+
+
+def distance_scores(env: MapfEnv) -> np.ndarray:
+    """float ``(K, 5)``: :func:`distance_scores_at` the env's current positions."""
+    distances = [env.distance(i) for i in range(env.max_num_agents)]
+    return distance_scores_at(env.grid, distances, env.positions)
+
+
+def distance_scores_at(
+    grid: np.ndarray, distances: Sequence[np.ndarray], positions: np.ndarray
+) -> np.ndarray:
+    """float ``(K, 5)``: each agent's score of each action at ``positions``, minus the
+    distance to its goal (``distances[i]``, a BFS map) from the cell it leads to (-inf off
+    the map or into an obstacle)."""
+    h, w = grid.shape
+    target = positions[:, None, :] + MOVES[None, :, :]
+    inside = (target >= 0).all(axis=2) & (target[..., 0] < h) & (target[..., 1] < w)
+    rows, cols = np.clip(target[..., 0], 0, h - 1), np.clip(target[..., 1], 0, w - 1)
+    dist = np.stack([distances[i][rows[i], cols[i]] for i in range(len(positions))])
+    scores = -dist.astype(np.float64)
+    scores[~inside | grid[rows, cols]] = -np.inf
+    return scores

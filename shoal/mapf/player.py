@@ -29,8 +29,9 @@ from shoal.config import Config
 from shoal.envs.mapf import MapfEnv
 from shoal.mapf.config import MapfConfig
 from shoal.mapf.curriculum import Stage
+from shoal.mapf.guide import guide_scores
 from shoal.mapf.network import CommQNetwork, JointLayout
-from shoal.mapf.pibt import PibtMover
+from shoal.mapf.pibt import PibtMover, distance_scores
 from shoal.replay import SequenceWriter
 from shoal.run.seeding import derive_seed
 
@@ -232,12 +233,15 @@ class MapfPlayer:
             actions = q.argmax(-1)
             actions[explore] = self.rng.integers(q.shape[-1], size=int(explore.sum()))
             return actions
-        scores = np.where(explore[..., None], self.rng.random(q.shape), q)
+        noise = self.rng.random(q.shape)
         actions = np.zeros(q.shape[:2], np.int64)
         for w, world in enumerate(self.worlds):
-            assert world.env is not None
-            k = world.env.max_num_agents
-            actions[w, :k] = world.mover.move(world.env, scores[w, :k])
+            env = world.env
+            assert env is not None
+            k = env.max_num_agents
+            greedy = guided(env, q[w, :k], self.m.shield_guide)
+            scores = np.where(explore[w, :k, None], noise[w, :k], greedy)
+            actions[w, :k] = world.mover.move(env, scores)
         return actions
 
     def _step(
@@ -299,10 +303,12 @@ def play_greedy(
     seeds: Sequence[int],
     *,
     shield: str = "none",
+    guide: float = 0.0,
 ) -> list[Episode]:
     """One greedy episode in each world (reset with its seed), all stepped together by one
     batched forward per step, each world's agents through the PIBT shield with ``shield``
-    ``"pibt"``: the run's evaluation."""
+    ``"pibt"`` (Q-values guided by the distance with weight ``guide``): the run's
+    evaluation."""
     network = network.for_agents(max(env.max_num_agents for env in worlds))
     layout = network.layout
     device = next(iter(params.values())).device
@@ -324,7 +330,10 @@ def play_greedy(
             env = worlds[i]
             names = env.possible_agents
             scores = q_rows[row, : len(names)]
-            greedy = movers[i].move(env, scores) if shield == "pibt" else scores.argmax(-1)
+            if shield == "pibt":
+                greedy = movers[i].move(env, guided(env, scores, guide))
+            else:
+                greedy = scores.argmax(-1)
             acts = greedy.tolist()
             _, rewards, terms, truncs, _ = env.step(dict(zip(names, acts)))
             returns[i] += float(np.mean([rewards[a] for a in names]))
@@ -335,3 +344,11 @@ def play_greedy(
                 still.append(i)
         live = still
     return [results[i] for i in range(len(worlds))]
+
+
+def guided(env: MapfEnv, q: np.ndarray, weight: float) -> np.ndarray:
+    """float ``(K, 5)``: an env's agents' Q-values guided by the distance to their goals
+    (:func:`~shoal.mapf.guide.guide_scores`; unchanged at weight 0)."""
+    if weight == 0:
+        return np.asarray(q, np.float64)
+    return guide_scores(q, distance_scores(env), weight)

@@ -45,11 +45,15 @@ class NetworkPolicy:
         *,
         name: str,
         env_rules: dict[str, Any] | None = None,
+        shield_guide: float = 0.0,
     ) -> None:
         self.network, self.params, self.name = network, params, name
         self.env_rules = dict(env_rules or {})
         """MapfEnv settings the policy must play under (the view and the communication
         rule it was trained with)."""
+        self.shield_guide = shield_guide
+        """The distance guide its run's shield used (``mapf.shield_guide``): a shield's
+        default for it."""
         self._actor: Actor | None = None
         self._state: torch.Tensor | None = None
 
@@ -218,4 +222,5 @@ def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "be
     params = {k: v.float() for k, v in weights.items()}
     m = cfg.extra["mapf"]
     rules = {"fov": m.fov, "k_comm": m.k_comm}
-    return NetworkPolicy(network, params, name="shoal" if comm else "no-comm", env_rules=rules)
+    name = "shoal" if comm else "no-comm"
+    return NetworkPolicy(network, params, name=name, env_rules=rules, shield_guide=m.shield_guide)

@@ -133,8 +133,9 @@ class _MapfParts(DQNRunner):
             for env in worlds:
                 env.density = float(rng.uniform(lo, hi))
             seeds = [derive_seed(seed, EVAL_STREAM, agents, size, k) for k in range(len(worlds))]
+            shield, guide = m.shield, m.shield_guide
             played = play_greedy(
-                self.learner.online, params, worlds, seeds, shield=self.cfg.extra["mapf"].shield
+                self.learner.online, params, worlds, seeds, shield=shield, guide=guide
             )
             ok = [float(ep.success) for ep in played]
             self._last_eval[f"success_{agents}x{size}"] = float(np.mean(ok))

@@ -381,6 +381,11 @@ def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, cap
     assert code == 0, err
     rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
     assert rows[:4] == ["dhc", "dhc+lacam", "no-comm", "no-comm+lacam"]
+    guided = ("--shield", "pibt", "--shield-guide", 0.5)
+    code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, *guided)
+    assert code == 0, err
+    rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
+    assert rows[:4] == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt"]
 
 
 def test_cli_scenario_instances(tmp_path, capsys):
@@ -449,3 +454,28 @@ def test_cli_missing_run_dir_and_argparse_errors(tmp_path, capsys):
         run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--shield", "cbs")
     assert e.value.code == 2
     assert "argument --shield: invalid choice: 'cbs'" in capsys.readouterr().err
+    for argv, needle in (
+        (("--shield-guide", 1.0), "--shield-guide goes with --shield pibt|lacam"),
+        (("--shield", "pibt", "--shield-guide", -1.0), "--shield-guide -1.0: the weight must"),
+    ):
+        code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, *argv)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_a_shield_takes_the_runs_guide_unless_the_flag_sets_one(tmp_path, monkeypatch):
+    from shoal.mapf.evaluate import _policies
+    from shoal.mapf.guide import GuidedPolicy
+
+    def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
+        policy = ShortestPathPolicy()
+        policy.name, policy.shield_guide = ("shoal" if comm else "no-comm"), 0.25
+        return policy
+
+    monkeypatch.setattr("shoal.mapf.policy.load_policy", fake_load_policy)
+    run = tmp_path / "run"
+    run.mkdir()
+    shielded = _policies(run, True, shield="pibt")[1]
+    assert isinstance(shielded.policy, GuidedPolicy) and shielded.policy.weight == 0.25
+    shielded = _policies(run, True, shield="pibt", guide=2.0)[1]
+    assert shielded.policy.weight == 2.0
+    assert not isinstance(_policies(run, True, shield="pibt", guide=0.0)[1].policy, GuidedPolicy)
