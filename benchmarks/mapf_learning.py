@@ -7,8 +7,11 @@ held-out instances (generated maps, obstacle density drawn from [0.1, 0.3], inst
 training never uses) with three policies: the run's best weights, the same weights with
 communication masked off, and independent shortest-path agents that wait on conflicts.
 The baselines PIBT and LaCAM play too, and with ``--shield pibt|lacam`` every policy also
-plays shielded; ``--maps`` adds the MovingAI maps of ``benchmarks/data/movingai`` at 8, 16,
-32 and 64 agents. Prints, per target (4 agents on 10x10, 8 on 20x20, and 16 on 40x40 for
+plays shielded (``--shield-guide W``: the learned policies' Q-values minus W times the
+distance rank their moves); ``--maps`` adds the MovingAI maps of ``benchmarks/data/movingai``
+at 8, 16, 32 and 64 agents. Each shielded learned policy is also set against PIBT alone:
+instances each solved, and the mean sum of costs of both on the instances both solved.
+Prints, per target (4 agents on 10x10, 8 on 20x20, and 16 on 40x40 for
 generalisation), solved counts, success rates, makespan and sum of costs over the
 instances all solved, the ratios of success rates, the training's wall time and steps, and
 the machine.
@@ -19,6 +22,7 @@ Usage::
     python benchmarks/mapf_learning.py --run-dir runs/mapf-X  # evaluate a finished run
     python benchmarks/mapf_learning.py --minutes 10 --set run.runner=serial
     python benchmarks/mapf_learning.py --run-dir runs/mapf-X --shield pibt --maps
+    python benchmarks/mapf_learning.py --run-dir runs/mapf-X --shield pibt --shield-guide 3
 """
 
 from __future__ import annotations
