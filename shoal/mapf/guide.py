@@ -6,10 +6,10 @@ A learned policy's Q-values rank moves well where training took it and badly els
 is never badly wrong but leaves moves of equal distance to chance. The guided score
 ``q - weight * distance`` lets each side settle what the other cannot: with ``weight`` 0 the
 policy alone ranks, with a large one the distance ranks and the policy only orders moves of
-equal distance (and moves the distance cannot tell apart, such as staying). Biasing a
-learned MAPF policy with a distance heuristic inside PIBT is what CS-PIBT's authors found
-a learned ranking needs (Veerapaneni et al., ICAPS 2024). The weight is in the policy's
-score units per cell: DHC's rewards charge 0.075 a step.
+equal distance. Heuristic search over a learned local policy's preferences is CS-PIBT's
+idea (Veerapaneni et al., ICAPS 2024); this weight is shoal's knob between the two rankings,
+measured in ``benchmarks/RESULTS.md``. The weight is in the policy's score units per cell:
+DHC's rewards charge 0.075 a step.
 """
 
 from __future__ import annotations
