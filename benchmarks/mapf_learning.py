@@ -130,11 +130,8 @@ def show(title: str, report: EvalReport) -> dict[str, Any]:
         f"  success ratio: shoal / shortest-path = {_fmt(ratios['vs_shortest_path'])}, "
         f"shoal / no-comm = {_fmt(ratios['vs_no_comm'])}, shoal / pibt = {_fmt(ratios['vs_pibt'])}"
     )
-    against = {
-        name: against_pibt(report, name)
-        for name in rows
-        if "+" in name and name not in ("pibt", "lacam") and not name.startswith("shortest")
-    }
+    # the shielded copies (NAME+pibt, NAME+lacam): only the learned policies get one
+    against = {name: against_pibt(report, name) for name in rows if "+" in name}
     for name, pair in against.items():
         print(
             f"  {name} vs pibt: solved {pair['solved']} vs {pair['pibt_solved']}; sum of costs"

@@ -19,7 +19,7 @@ import numpy as np
 from shoal.envs.mapf import MapfEnv
 from shoal.mapf.pibt import distance_scores, distance_scores_at
 
-__all__ = ["GuidedPolicy", "guide_scores"]
+__all__ = ["GuidedPolicy", "guide_scores", "guided_scores"]
 
 
 def guide_scores(scores: np.ndarray, distances: np.ndarray, weight: float) -> np.ndarray:
@@ -31,6 +31,15 @@ def guide_scores(scores: np.ndarray, distances: np.ndarray, weight: float) -> np
     if weight == 0:
         return scores
     return np.where(np.isneginf(distances), -np.inf, scores + weight * distances)
+
+
+def guided_scores(env: MapfEnv, scores: np.ndarray, weight: float) -> np.ndarray:
+    """float ``(K, 5)``: an env's agents' ``scores`` guided by the distances their moves
+    leave (:func:`guide_scores`); at weight 0 the scores as they are, no distance looked up
+    (the training player calls this every step)."""
+    if weight == 0:
+        return np.asarray(scores, np.float64)
+    return guide_scores(scores, distance_scores(env), weight)
 
 
 class GuidedPolicy:
@@ -51,7 +60,7 @@ class GuidedPolicy:
     def scores(self, env: MapfEnv) -> np.ndarray:
         """float ``(K, 5)``: the policy's scores, guided."""
         raw = self.policy.scores(env)  # type: ignore[attr-defined]
-        return guide_scores(raw, distance_scores(env), self.weight)
+        return guided_scores(env, raw, self.weight)
 
     def scores_at(self, env: MapfEnv, positions: np.ndarray) -> np.ndarray:
         """float ``(K, 5)``: the policy's scores at a configuration, guided."""

@@ -117,36 +117,36 @@ class _Step:
         """Find agent ``i`` a cell, pushing whoever stands there first; False when ``i``
         had to stay."""
         for action, cell in self.choices[i]:
-            if cell in self.taken:
+            if not self._free(i, cell):
                 continue
+            self._take(i, cell, action)
             j = self.here.get(cell, NOBODY)
-            if j not in (NOBODY, i) and self.next[j] == self.cells[i]:
-                continue  # j moves into i's cell (j pushed i, or chose before): a swap
-            self.taken[cell] = i
-            self.next[i], self.action[i] = cell, action
             if j in (NOBODY, i) or self.next[j] is not None or self.push(j):
                 return True
             # j could not move: it stays on the cell, which is its reservation now
-        self._stay(i)
+        self._take(i, self.cells[i], STAY)
         return False
 
     def fix(self, i: int, action: int, cells: dict[int, int]) -> bool:
         """Give agent ``i`` the move ``action`` (``cells``: its legal actions' cells);
         False when it is illegal or conflicts with a move given before."""
         cell = cells.get(action)
-        if cell is None or cell in self.taken:
+        if cell is None or not self._free(i, cell):
             return False
-        j = self.here.get(cell, NOBODY)
-        if j not in (NOBODY, i) and self.next[j] == self.cells[i]:
-            return False
-        self.taken[cell] = i
-        self.next[i], self.action[i] = cell, action
+        self._take(i, cell, action)
         return True
 
-    def _stay(self, i: int) -> None:
-        cell = self.cells[i]
+    def _free(self, i: int, cell: int) -> bool:
+        """Whether ``i`` may reserve ``cell``: nobody has, and whoever stands there does
+        not move into ``i``'s cell (j pushed i, or chose before: a swap)."""
+        if cell in self.taken:
+            return False
+        j = self.here.get(cell, NOBODY)
+        return j in (NOBODY, i) or self.next[j] != self.cells[i]
+
+    def _take(self, i: int, cell: int, action: int) -> None:
         self.taken[cell] = i
-        self.next[i], self.action[i] = cell, STAY
+        self.next[i], self.action[i] = cell, action
 
 
 STAY = ACTIONS.index("stay")
@@ -187,7 +187,7 @@ class PibtMover:
         instance)."""
         scores = np.asarray(scores, dtype=np.float64)
         noise = self._rng.random(scores.shape)
-        rankings = np.lexsort((noise, -scores), axis=1)
+        rankings = _ranked(scores, noise)
         off = ~env.on_goal()
         self._elapsed = np.where(off, self._elapsed + 1.0, 0.0)
         priorities = self._elapsed + self._ties
@@ -241,7 +241,12 @@ def rank_moves(scores: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     crowd can cycle for ever (64 agents on random-32-32-10 did, within 1,000 steps; with
     random ties they finished in 55)."""
     scores = np.asarray(scores, dtype=np.float64)
-    return np.lexsort((rng.random(scores.shape), -scores), axis=1)
+    return _ranked(scores, rng.random(scores.shape))
+
+
+def _ranked(scores: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Each row's actions by descending score, equal scores by ascending ``noise``."""
+    return np.lexsort((noise, -scores), axis=1)
 
 
 def start_ties(env: MapfEnv) -> np.ndarray:

@@ -29,9 +29,9 @@ from shoal.config import Config
 from shoal.envs.mapf import MapfEnv
 from shoal.mapf.config import MapfConfig
 from shoal.mapf.curriculum import Stage
-from shoal.mapf.guide import guide_scores
+from shoal.mapf.guide import guided_scores
 from shoal.mapf.network import CommQNetwork, JointLayout
-from shoal.mapf.pibt import PibtMover, distance_scores
+from shoal.mapf.pibt import PibtMover
 from shoal.replay import SequenceWriter
 from shoal.run.seeding import derive_seed
 
@@ -239,7 +239,7 @@ class MapfPlayer:
             env = world.env
             assert env is not None
             k = env.max_num_agents
-            greedy = guided(env, q[w, :k], self.m.shield_guide)
+            greedy = guided_scores(env, q[w, :k], self.m.shield_guide)
             scores = np.where(explore[w, :k, None], noise[w, :k], greedy)
             actions[w, :k] = world.mover.move(env, scores)
         return actions
@@ -331,7 +331,7 @@ def play_greedy(
             names = env.possible_agents
             scores = q_rows[row, : len(names)]
             if shield == "pibt":
-                greedy = movers[i].move(env, guided(env, scores, guide))
+                greedy = movers[i].move(env, guided_scores(env, scores, guide))
             else:
                 greedy = scores.argmax(-1)
             acts = greedy.tolist()
@@ -344,11 +344,3 @@ def play_greedy(
                 still.append(i)
         live = still
     return [results[i] for i in range(len(worlds))]
-
-
-def guided(env: MapfEnv, q: np.ndarray, weight: float) -> np.ndarray:
-    """float ``(K, 5)``: an env's agents' Q-values guided by the distance to their goals
-    (:func:`~shoal.mapf.guide.guide_scores`; unchanged at weight 0)."""
-    if weight == 0:
-        return np.asarray(q, np.float64)
-    return guide_scores(q, distance_scores(env), weight)
