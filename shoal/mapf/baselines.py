@@ -61,10 +61,12 @@ class ShortestPathPolicy:
         return self.scores(env).argmax(axis=1)
 
 
-def pibt_policy() -> MapfPolicy:
-    """PIBT, the planner: shortest-path rankings through the PIBT shield, named ``pibt``
-    (equally good moves in random order, as PIBT draws them)."""
-    return PibtShield(ShortestPathPolicy(), name="pibt")
+def pibt_policy(*, swap: bool = True) -> MapfPolicy:
+    """PIBT, the planner: shortest-path rankings through the PIBT shield (equally good moves
+    in random order, as PIBT draws them), with the swap of LaCAM*'s PIBT
+    (:mod:`shoal.mapf.swap`), named ``pibt``, or without it, the planner as first
+    published, named ``pibt-noswap``."""
+    return PibtShield(ShortestPathPolicy(), name="pibt" if swap else "pibt-noswap", swap=swap)
 
 
 def lacam_policy(time_limit: float = 10.0) -> MapfPolicy:

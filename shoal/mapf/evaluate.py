@@ -560,8 +560,8 @@ def _policies(
 
 
 def _baselines() -> list[MapfPolicy]:
-    """Shortest-path agents, PIBT and LaCAM."""
-    return [ShortestPathPolicy(), pibt_policy(), lacam_policy()]
+    """Shortest-path agents, PIBT (with and without its swap) and LaCAM."""
+    return [ShortestPathPolicy(), pibt_policy(), pibt_policy(swap=False), lacam_policy()]
 
 
 def _density_arg(values: Sequence[float] | None) -> float | tuple[float, float]:

@@ -13,8 +13,9 @@ itself, the planner a learned MAPF policy is measured against; with a learned po
 Q-values it is the shield of CS-PIBT (Veerapaneni et al., ICAPS 2024): the policy's
 preferences, kept as far as conflicts allow, with PIBT's way out of deadlocks. PIBT
 guarantees that every agent reaches its goal at some step, not that all stand on theirs
-at once: on maps with dead ends it can lose a one-shot instance (LaCAM's search on top
-makes it complete).
+at once: on maps with dead ends it can lose a one-shot instance, two agents that must pass
+each other in a corridor standing still. The swap of LaCAM*'s PIBT (:mod:`shoal.mapf.swap`,
+on unless ``swap=False``) settles most of those; LaCAM's search on top makes it complete.
 
 Priorities follow PIBT: an agent's priority grows by one every step it is off its goal and
 drops back to its fractional part on it; the fraction, its distance to its goal at the
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
+from shoal.mapf.swap import NOBODY, Swaps
 
 __all__ = [
     "PibtMover",
@@ -43,11 +45,13 @@ __all__ = [
     "start_ties",
 ]
 
-NOBODY = -1
-
 
 def pibt_step(
-    grid: np.ndarray, positions: np.ndarray, rankings: np.ndarray, priorities: np.ndarray
+    grid: np.ndarray,
+    positions: np.ndarray,
+    rankings: np.ndarray,
+    priorities: np.ndarray,
+    swaps: Swaps | None = None,
 ) -> np.ndarray:
     """One PIBT step: int ``(K,)`` actions, each agent's highest-ranked move that the
     others' allow, with no two agents on one cell and no two swapping cells.
@@ -58,6 +62,8 @@ def pibt_step(
         rankings: int ``(K, 5)``: each agent's actions (indices of
             :data:`~shoal.envs.mapf.ACTIONS`), most wanted first.
         priorities: ``(K,)``: who chooses first (higher first; ties by index).
+        swaps: the episode's :class:`~shoal.mapf.swap.Swaps` for PIBT's swap (None:
+            plain PIBT).
 
     Example:
         >>> grid = np.zeros((1, 3), bool)  # agent 0 wants right, into agent 1's cell
@@ -65,7 +71,7 @@ def pibt_step(
         >>> pibt_step(grid, np.array([[0, 0], [0, 1]]), ranks, np.array([1.0, 0.0])).tolist()
         [4, 4]
     """
-    got = constrained_step(grid, positions, rankings, priorities, {})
+    got = constrained_step(grid, positions, rankings, priorities, {}, swaps)
     assert got is not None  # without fixed moves a step always exists (everyone stays)
     return got
 
@@ -76,6 +82,7 @@ def constrained_step(
     rankings: np.ndarray,
     priorities: np.ndarray,
     fixed: Mapping[int, int],
+    swaps: Swaps | None = None,
 ) -> np.ndarray | None:
     """:func:`pibt_step` with some agents' actions given (``fixed``: agent -> action, as
     LaCAM's constraints give them); None when those moves are illegal, collide, or leave an
@@ -91,7 +98,7 @@ def constrained_step(
         [(int(a), int(c)) for a, c, ok in zip(rankings[i], flat[i], free[i]) if ok]
         for i in range(k)
     ]
-    state = _Step(cells.tolist(), choices)
+    state = _Step(cells.tolist(), choices, swaps)
     for i, action in fixed.items():
         if not state.fix(i, action, {a: c for a, c in choices[i]}):
             return None
@@ -106,8 +113,10 @@ def constrained_step(
 class _Step:
     """The reservations of one PIBT step."""
 
-    def __init__(self, cells: list[int], choices: list[list[tuple[int, int]]]) -> None:
-        self.cells, self.choices = cells, choices
+    def __init__(
+        self, cells: list[int], choices: list[list[tuple[int, int]]], swaps: Swaps | None
+    ) -> None:
+        self.cells, self.choices, self.swaps = cells, choices, swaps
         self.here = {c: i for i, c in enumerate(cells)}  # who stands on a cell now
         self.taken: dict[int, int] = {}  # who has reserved a cell for the next step
         self.action: list[int | None] = [None] * len(cells)
@@ -115,13 +124,21 @@ class _Step:
 
     def push(self, i: int) -> bool:
         """Find agent ``i`` a cell, pushing whoever stands there first; False when ``i``
-        had to stay."""
-        for action, cell in self.choices[i]:
+        had to stay. With swaps, an agent that must pass another in a corridor backs out
+        and pulls it along (:mod:`shoal.mapf.swap`)."""
+        choices, pull = self.choices[i], NOBODY
+        if self.swaps is not None and choices:
+            pull = self.swaps.partner(i, choices[0][1], self.cells, self.here, self.next)
+            if pull != NOBODY:
+                choices = self.swaps.backwards(i, choices)
+        for rank, (action, cell) in enumerate(choices):
             if not self._free(i, cell):
                 continue
             self._take(i, cell, action)
             j = self.here.get(cell, NOBODY)
             if j in (NOBODY, i) or self.next[j] is not None or self.push(j):
+                if rank == 0 and pull != NOBODY:
+                    self._pull(pull, self.cells[i])
                 return True
             # j could not move: it stays on the cell, which is its reservation now
         self._take(i, self.cells[i], STAY)
@@ -135,6 +152,13 @@ class _Step:
             return False
         self._take(i, cell, action)
         return True
+
+    def _pull(self, j: int, cell: int) -> None:
+        """Move ``j`` into ``cell`` (the puller's, adjacent to j's) if j has no move yet
+        and the cell is free for it."""
+        if self.next[j] is None and self._free(j, cell):
+            assert self.swaps is not None
+            self._take(j, cell, self.swaps.action(self.cells[j], cell))
 
     def _free(self, i: int, cell: int) -> bool:
         """Whether ``i`` may reserve ``cell``: nobody has, and whoever stands there does
@@ -157,8 +181,9 @@ class PibtMover:
     moves): a joint move from every agent's scores of its moves. The shield and the
     training player's worlds each hold one."""
 
-    def __init__(self, seed: int = 0) -> None:
-        self.seed = seed
+    def __init__(self, seed: int = 0, *, swap: bool = True) -> None:
+        self.seed, self.swap = seed, swap
+        self._swaps: Swaps | None = None
         self._elapsed = self._ties = np.zeros(0)
         self._episodes = 0
         self._rng = np.random.default_rng(seed)
@@ -172,6 +197,9 @@ class PibtMover:
         self._episodes += 1
         self._ties = start_ties(env)
         self._elapsed = np.zeros(env.max_num_agents)
+        if self.swap:
+            distances = [env.distance(i) for i in range(env.max_num_agents)]
+            self._swaps = Swaps(env.grid, distances, env.goals)
 
     def move(self, env: MapfEnv, scores: np.ndarray) -> np.ndarray:
         """int ``(K,)``: the joint move of one PIBT step, ``scores`` (``(K, 5)``, higher
@@ -197,7 +225,7 @@ class PibtMover:
                 env.grid, [env.distance(lead)], env.positions[lead : lead + 1]
             )
             rankings[lead] = np.lexsort((noise[lead], -scores[lead], -dist[0]))
-        return pibt_step(env.grid, env.positions, rankings, priorities)
+        return pibt_step(env.grid, env.positions, rankings, priorities, self._swaps)
 
 
 class PibtShield:
@@ -216,13 +244,15 @@ class PibtShield:
         [4, 0]
     """
 
-    def __init__(self, policy: Any, *, name: str | None = None, seed: int = 0) -> None:
+    def __init__(
+        self, policy: Any, *, name: str | None = None, seed: int = 0, swap: bool = True
+    ) -> None:
         if not hasattr(policy, "scores"):
             raise TypeError(f"mapf shield: policy {policy.name!r} does not score its moves")
         self.policy = policy
         self.name: str = name or f"{policy.name}+pibt"
         self.env_rules = dict(getattr(policy, "env_rules", {}))
-        self.mover = PibtMover(seed)
+        self.mover = PibtMover(seed, swap=swap)
 
     def reset(self, env: MapfEnv) -> None:
         """A new episode: the wrapped policy's and PIBT's (:meth:`PibtMover.reset`)."""

@@ -327,6 +327,7 @@ def run_cli(capsys, *argv):
 
 
 GENERATE = ("--generate", "--agents", 2, "--size", 6, "--instances", 3, "--max-steps", 32)
+BASELINES = ["shortest-path", "pibt", "pibt-noswap", "lacam"]
 
 
 def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
@@ -335,7 +336,7 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
     assert code == 0, err
     assert "shortest-path" in out and "makespan" in out and "(all solved)" in out
     report = json.loads(out_file.read_text())
-    assert [p["name"] for p in report["policies"]] == ["shortest-path", "pibt", "lacam"]
+    assert [p["name"] for p in report["policies"]] == BASELINES
     assert len(report["instances"]) == 3 and len(report["episodes"]["pibt"]) == 3
     assert report["max_steps"] == 32 and report["epsilon"] == 0.0
     code, out, err = run_cli(capsys, "mapf", "eval", "-", *GENERATE, "--epsilon", 0.1)
@@ -364,9 +365,9 @@ def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, cap
     assert code == 0, err
     assert calls == [(str(run), True), (str(run), False)]
     rows = [line for line in out.splitlines() if "/3" in line]
-    assert [r.split()[1] for r in rows] == ["dhc", "no-comm", "shortest-path", "pibt", "lacam"]
+    assert [r.split()[1] for r in rows] == ["dhc", "no-comm", *BASELINES]
     names = [p["name"] for p in json.loads(out_file.read_text())["policies"]]
-    assert names == ["dhc", "no-comm", "shortest-path", "pibt", "lacam"]
+    assert names == ["dhc", "no-comm", *BASELINES]
     with Image.open(gif) as im:
         assert im.n_frames >= 2
     assert "animation:" in out and "dhc" in out
@@ -376,7 +377,7 @@ def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, cap
     code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--shield", "pibt")
     assert code == 0, err
     rows = [line.split()[1] for line in out.splitlines() if "/3" in line]
-    assert rows == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt", "shortest-path", "pibt", "lacam"]
+    assert rows == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt", *BASELINES]
     code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--shield", "lacam")
     assert code == 0, err
     rows = [line.split()[1] for line in out.splitlines() if "/3" in line]

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.envs.mapf import MOVES, MapfEnv, resolve_moves
+from shoal.envs.mapf import MOVES, MapfEnv, bfs_distances, resolve_moves
 from shoal.mapf.baselines import ShortestPathPolicy, pibt_policy
 from shoal.mapf.evaluate import Instance, generated_instances, play, scenario_instances
-from shoal.mapf.pibt import PibtShield, pibt_step, rank_moves
+from shoal.mapf.pibt import PibtShield, distance_scores_at, pibt_step, rank_moves
+from shoal.mapf.swap import Swaps
 
 
 def conflicts(grid, positions, actions):
@@ -50,12 +51,19 @@ def test_the_joint_move_never_collides(h, w, density, fill, seed):
         return
     k = max(1, int(fill * len(free)))  # up to every free cell taken: crowds push hardest
     positions = free[rng.permutation(len(free))[:k]]
-    rankings = np.array([rng.permutation(5) for _ in range(k)])
     priorities = rng.random(k)
-    actions = pibt_step(grid, positions, rankings, priorities)
-    assert conflicts(grid, positions, actions) == []
-    _, collided = resolve_moves(grid, positions, actions)  # the env agrees
-    assert not collided.any()
+    goals = free[rng.permutation(len(free))[:k]]  # swaps judge by distances to goals
+    distances = [bfs_distances(grid, tuple(g)) for g in goals]
+    swaps = Swaps(grid, distances, goals)
+    if rng.random() < 0.5:
+        rankings = np.array([rng.permutation(5) for _ in range(k)])
+    else:  # by distance, as PIBT ranks: the swap's case comes up far more often
+        rankings = rank_moves(distance_scores_at(grid, distances, positions), rng)
+    for rules in (None, swaps):
+        actions = pibt_step(grid, positions, rankings, priorities, rules)
+        assert conflicts(grid, positions, actions) == []
+        _, collided = resolve_moves(grid, positions, actions)  # the env agrees
+        assert not collided.any()
 
 
 def test_without_conflicts_every_agent_gets_its_first_choice():
@@ -102,14 +110,51 @@ def test_pibt_one_waits_at_a_junction():
     assert (got.success, got.makespan, got.sum_of_costs, got.collisions) == (True, 3, 5, 0)
 
 
-def test_pibt_is_incomplete_where_the_map_is_a_tree():
+POCKET = Instance(
+    np.array([[0, 0, 0, 0, 0], [1, 1, 0, 1, 1]], bool),
+    [(0, 0), (0, 4)],
+    [(0, 4), (0, 0)],
+    "corridor with a pocket",
+)
+
+
+def test_pibt_without_its_swap_is_incomplete_where_the_map_is_a_tree():
     """A corridor with a side pocket: the agent with the lead pushes the other into the
     corridor's end and both stop there. Completeness is LaCAM's part."""
-    grid = np.array([[0, 0, 0, 0, 0], [1, 1, 0, 1, 1]], bool)
-    pocket = Instance(grid, [(0, 0), (0, 4)], [(0, 4), (0, 0)], "corridor with a pocket")
-    got = play(pibt_policy(), pocket, max_steps=32)
+    got = play(pibt_policy(swap=False), POCKET, max_steps=32)
     assert not got.success and got.collisions == 0
-    assert not play(ShortestPathPolicy(), pocket, max_steps=32).success
+    assert not play(ShortestPathPolicy(), POCKET, max_steps=32).success
+
+
+def test_the_swap_passes_two_agents_through_the_pocket():
+    """The leader sees that the other cannot step aside before the corridor's end but can
+    behind it (the pocket): it backs out, pulls the other after it, and one waits in the
+    pocket while the other passes."""
+    got = play(pibt_policy(), POCKET, max_steps=32)
+    assert (got.success, got.makespan, got.sum_of_costs, got.collisions) == (True, 6, 11, 0)
+
+
+def test_the_swap_needs_room_behind_the_pusher():
+    """A corridor with no branch at all: no swap is possible, so none is tried and PIBT
+    stays as it was (the two stand still, no collision)."""
+    corridor = Instance(np.zeros((1, 4), bool), [(0, 0), (0, 3)], [(0, 3), (0, 0)], "line")
+    with_swap = play(pibt_policy(), corridor, max_steps=16)
+    without = play(pibt_policy(swap=False), corridor, max_steps=16)
+    assert not with_swap.success and with_swap.collisions == 0
+    assert with_swap.steps == without.steps
+
+
+def test_a_pushed_agent_in_a_dead_end_is_pulled_out():
+    """One PIBT step: agent 0 (the lead) wants the dead end's cell where agent 1 stands and
+    agent 1 wants out past agent 0. Plain PIBT leaves both in place; with the swap agent 0
+    steps back and agent 1 follows into the cell it left."""
+    grid = np.array([[0, 0, 0], [1, 0, 1], [1, 0, 1]], bool)
+    positions, goals = np.array([[1, 1], [2, 1]]), np.array([[2, 1], [0, 1]])
+    swaps = Swaps(grid, [bfs_distances(grid, tuple(g)) for g in goals], goals)
+    rankings = np.array([[2, 0, 1, 3, 4], [1, 0, 2, 3, 4]])  # 0 wants down, 1 wants up
+    priorities = np.array([1.0, 0.0])
+    assert pibt_step(grid, positions, rankings, priorities).tolist() == [0, 0]  # both stay
+    assert pibt_step(grid, positions, rankings, priorities, swaps).tolist() == [1, 1]  # up
 
 
 def test_pibt_solves_generated_instances_without_a_collision():
