@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from shoal.envs.mapf import ACTIONS, MOVES, MapfEnv
-from shoal.mapf.pibt import PibtShield, constrained_step, rank_moves, start_ties
+from shoal.mapf.pibt import PibtShield, Priorities, constrained_step, rank_moves, start_ties
 
 __all__ = ["Constraint", "LacamShield", "lacam"]
 
@@ -56,7 +56,7 @@ class Constraint:
 class _Node:
     config: np.ndarray
     parent: _Node | None
-    priorities: np.ndarray
+    priorities: Priorities
     order: list[int]
     constraints: deque[Constraint] = field(default_factory=lambda: deque([Constraint()]))
     rankings: np.ndarray | None = None
@@ -103,7 +103,7 @@ def lacam(
         if node.rankings is None:  # scored once per node: a learned policy's forward is dear
             node.rankings = rank_moves(scores(node.config), rng)
         moves = constraint.moves()
-        actions = constrained_step(grid, node.config, node.rankings, node.priorities, moves)
+        actions = constrained_step(grid, node.config, node.rankings, node.priorities.values, moves)
         if actions is None:
             continue
         config = node.config + MOVES[actions]
@@ -111,21 +111,23 @@ def lacam(
         if key in explored:  # seen: go back there (its constraints may still hold a way)
             stack.append(explored[key])
             continue
-        child = _node(config, node, node.priorities, goals)
+        child = _node(config, node, node.priorities.ties, goals)
         explored[key] = child
         stack.append(child)
     return None
 
 
-def _node(
-    config: np.ndarray, parent: _Node | None, priorities: np.ndarray, goals: np.ndarray
-) -> _Node:
+def _node(config: np.ndarray, parent: _Node | None, ties: np.ndarray, goals: np.ndarray) -> _Node:
     """A node of ``config``: PIBT's priorities one step on from its parent's (the root's
-    are the ties), its agents in descending priority."""
-    on = (config == goals).all(axis=1)
-    if parent is not None:
-        priorities = np.where(on, priorities - np.floor(priorities), priorities + 1.0)
-    order = sorted(range(len(config)), key=lambda i: -float(priorities[i]))
+    from the ``ties``, as the PIBT shield starts an episode), its agents in descending
+    priority."""
+    off = ~(config == goals).all(axis=1)
+    if parent is None:
+        priorities = Priorities.start(ties, off)
+    else:
+        priorities = parent.priorities.step(off)
+    values = priorities.values
+    order = sorted(range(len(config)), key=lambda i: -float(values[i]))
     return _Node(config, parent, priorities, order)
 
 

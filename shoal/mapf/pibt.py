@@ -27,6 +27,7 @@ The agent with the lead ranks its moves by distance whatever the policy says
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +38,7 @@ from shoal.mapf.swap import NOBODY, Swaps
 __all__ = [
     "PibtMover",
     "PibtShield",
+    "Priorities",
     "constrained_step",
     "distance_scores",
     "distance_scores_at",
@@ -176,6 +178,33 @@ class _Step:
 STAY = ACTIONS.index("stay")
 
 
+@dataclass(frozen=True)
+class Priorities:
+    """PIBT's priorities of one step: an agent's grows by one every step it is off its
+    goal and drops back to its tie-breaker (below 1) on it, so whoever has waited longest
+    for its goal chooses first. The PIBT shield steps them along an episode, LaCAM along
+    each branch of its search."""
+
+    ties: np.ndarray
+    """Each agent's tie-breaker (:func:`start_ties`)."""
+    elapsed: np.ndarray
+    """Steps each agent has been off its goal."""
+
+    @classmethod
+    def start(cls, ties: np.ndarray, off: np.ndarray) -> Priorities:
+        """The first step's: one for each agent ``off`` its goal, plus its tie-breaker."""
+        return cls(np.asarray(ties, np.float64), np.zeros(len(ties))).step(off)
+
+    def step(self, off: np.ndarray) -> Priorities:
+        """The next step's, ``off`` saying who is off its goal now."""
+        return Priorities(self.ties, np.where(off, self.elapsed + 1.0, 0.0))
+
+    @property
+    def values(self) -> np.ndarray:
+        """``(K,)`` floats, higher first."""
+        return self.elapsed + self.ties
+
+
 class PibtMover:
     """PIBT's state over one episode of one world (priorities, the draws that order tied
     moves): a joint move from every agent's scores of its moves. The shield and the
@@ -184,7 +213,7 @@ class PibtMover:
     def __init__(self, seed: int = 0, *, swap: bool = True) -> None:
         self.seed, self.swap = seed, swap
         self._swaps: Swaps | None = None
-        self._elapsed = self._ties = np.zeros(0)
+        self._priorities: Priorities | None = None
         self._episodes = 0
         self._rng = np.random.default_rng(seed)
 
@@ -195,8 +224,8 @@ class PibtMover:
         between agents in a corridor, and they would shuffle there for ever)."""
         self._rng = np.random.default_rng([self.seed, self._episodes])
         self._episodes += 1
+        self._priorities = None
         self._ties = start_ties(env)
-        self._elapsed = np.zeros(env.max_num_agents)
         if self.swap:
             distances = [env.distance(i) for i in range(env.max_num_agents)]
             self._swaps = Swaps(env.grid, distances, env.goals)
@@ -217,8 +246,11 @@ class PibtMover:
         noise = self._rng.random(scores.shape)
         rankings = _ranked(scores, noise)
         off = ~env.on_goal()
-        self._elapsed = np.where(off, self._elapsed + 1.0, 0.0)
-        priorities = self._elapsed + self._ties
+        if self._priorities is None:
+            self._priorities = Priorities.start(self._ties, off)
+        else:
+            self._priorities = self._priorities.step(off)
+        priorities = self._priorities.values
         if off.any():
             lead = int(np.argmax(np.where(off, priorities, -np.inf)))
             dist = distance_scores_at(
