@@ -101,6 +101,10 @@ class DQNConfig:
     height x width x channels) to read with convolutions; empty: a plain MLP."""
     conv: list[int] = param([64, 64], gt=0)
     """Channels of the 3x3 convolutions over ``board`` (used only when board is set)."""
+    encoder: str = param("auto", choices=("auto", "mlp", "minatar", "nature"))
+    """How image observations are read: 'minatar' (one 3x3 conv of 16, MinAtar's), 'nature'
+    (the Nature DQN's three convs, images of 36 x 36 and up), 'auto' (nature from 36 pixels
+    a side, minatar below; an MLP for flat observations) or 'mlp' (flattened pixels)."""
     double: bool = True
     """Double DQN: pick the next action with the online net, value it with the target net."""
     gamma: float = param(0.99, ge=0.0, le=1.0)

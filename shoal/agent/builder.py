@@ -48,7 +48,14 @@ def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
             high=spec.action_high,
             device=cfg.run.device,
         )
-    return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device)
+    network = _q_network(cfg, spec)
+    return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
+
+
+def _q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
+    return make_q_network(
+        cfg.dqn, spec.obs_dim, spec.n_actions, image=spec.image, image_high=spec.image_high
+    )
 
 
 def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
@@ -64,7 +71,7 @@ def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
             spec.action_high,
         )
     else:
-        net = make_q_network(cfg.dqn, spec.obs_dim, spec.n_actions)
+        net = _q_network(cfg, spec)
     return net.requires_grad_(False)
 
 

@@ -20,7 +20,17 @@ from torch import nn
 if TYPE_CHECKING:
     from shoal.config import DQNConfig
 
-__all__ = ["BoardEncoder", "Params", "QNetwork", "RecurrentQNetwork", "linear", "make_q_network"]
+__all__ = [
+    "ENCODERS",
+    "BoardEncoder",
+    "ImageEncoder",
+    "Params",
+    "QNetwork",
+    "RecurrentQNetwork",
+    "image_encoder",
+    "linear",
+    "make_q_network",
+]
 
 Params = Mapping[str, torch.Tensor]
 """Parameters by their ``state_dict`` names (``torso.0.weight``, ...)."""
@@ -100,6 +110,56 @@ class BoardEncoder(nn.Module):
         return self.apply_params(dict(self.named_parameters()), "", obs)
 
 
+ENCODERS = ("auto", "mlp", "minatar", "nature")
+"""``dqn.encoder`` values: 'auto' (an image encoder for image observations, MinAtar's below
+:data:`NATURE_MIN` pixels a side and the Nature DQN's from there; an MLP otherwise)."""
+NATURE_MIN = 36
+"""The smallest image side the Nature encoder's three convolutions leave a feature on."""
+
+_LAYERS = {
+    # (out channels, kernel, stride) per convolution
+    "minatar": ((16, 3, 1),),  # Young and Tian 2019: one 3 x 3 conv of 16, no padding
+    "nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),  # Mnih et al. 2015
+}
+
+
+class ImageEncoder(nn.Module):
+    """Convolutions over a flat observation that is a ``(C, H, W)`` image, its pixels
+    scaled by ``1 / high`` on the device (bytes cross from the env and the replay as
+    they are), the features flattened: MinAtar's encoder or the Nature DQN's.
+
+    Example:
+        >>> enc = ImageEncoder((4, 10, 10), kind="minatar")
+        >>> enc(torch.zeros(3, 400, dtype=torch.uint8)).shape == (3, enc.width)
+        True
+    """
+
+    def __init__(self, shape: Sequence[int], *, kind: str, high: float = 1.0) -> None:
+        super().__init__()
+        c, h, w = self.shape = tuple(int(x) for x in shape)
+        self.scale = 1.0 / high
+        layers: list[nn.Module] = []
+        self.strides = []
+        for out, kernel, stride in _LAYERS[kind]:
+            layers += [nn.Conv2d(c, out, kernel_size=kernel, stride=stride), nn.ReLU()]
+            self.strides.append(stride)
+            c, h, w = out, (h - kernel) // stride + 1, (w - kernel) // stride + 1
+        self.conv = nn.Sequential(*layers)
+        self.width = c * h * w
+
+    def apply_params(self, params: Params, prefix: str, obs: torch.Tensor) -> torch.Tensor:
+        """Conv features of the image, flattened."""
+        x = obs.reshape(-1, *self.shape).float() * self.scale
+        for k, stride in enumerate(self.strides):
+            name = f"{prefix}conv.{2 * k}."
+            x = F.relu(F.conv2d(x, params[name + "weight"], params[name + "bias"], stride=stride))
+        return x.flatten(1)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Conv features of the image, flattened."""
+        return self.apply_params(dict(self.named_parameters()), "", obs)
+
+
 class QNetwork(nn.Module):
     """Maps a batch of flat observations to one Q-value per discrete action.
 
@@ -124,6 +184,7 @@ class QNetwork(nn.Module):
         dueling: bool,
         board: Sequence[int] = (),
         conv: Sequence[int] = (),
+        image: ImageEncoder | None = None,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
@@ -133,6 +194,9 @@ class QNetwork(nn.Module):
             enc = BoardEncoder(board, channels=conv, extra=obs_dim - h * w * c)
             layers.append(enc)
             width = enc.width
+        if image is not None:
+            layers.append(image)
+            width = image.width
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU()]
             width = h
@@ -140,7 +204,7 @@ class QNetwork(nn.Module):
         self.width = width
         """Size of the torso's output (the features heads read)."""
         self.n_actions = n_actions
-        self.stackable = not board
+        self.stackable = not board and image is None
         """:meth:`apply_params` also takes K stacked parameter sets and ``(K, B, obs)``
         inputs (an MLP: batched matmuls; the convolutions need ``vmap``)."""
         self.dueling = dueling
@@ -154,7 +218,7 @@ class QNetwork(nn.Module):
         """The torso's output for ``obs`` under ``params``."""
         x = obs
         for i, layer in enumerate(self.torso):
-            if isinstance(layer, BoardEncoder):
+            if isinstance(layer, (BoardEncoder, ImageEncoder)):
                 x = layer.apply_params(params, f"torso.{i}.", x)
             elif isinstance(layer, nn.Linear):
                 x = linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]).relu_()
@@ -178,8 +242,17 @@ class QNetwork(nn.Module):
         return self.apply_params(dict(self.named_parameters()), obs)
 
 
-def make_q_network(cfg: DQNConfig, obs_dim: int, n_actions: int) -> QNetwork:
-    """The Q-network a DQN config describes (the learner's and every actor's copy)."""
+def make_q_network(
+    cfg: DQNConfig,
+    obs_dim: int,
+    n_actions: int,
+    *,
+    image: Sequence[int] | None = None,
+    image_high: float = 1.0,
+) -> QNetwork:
+    """The Q-network a DQN config describes (the learner's and every actor's copy), for
+    observations that are ``image`` (``(C, H, W)``, pixels up to ``image_high``) or not."""
+    kind = image_encoder(cfg.encoder, image)
     return QNetwork(
         obs_dim,
         n_actions,
@@ -187,7 +260,33 @@ def make_q_network(cfg: DQNConfig, obs_dim: int, n_actions: int) -> QNetwork:
         dueling=cfg.dueling,
         board=cfg.board,
         conv=cfg.conv,
+        image=None if kind is None else ImageEncoder(image, kind=kind, high=image_high),  # type: ignore[arg-type]
     )
+
+
+def image_encoder(encoder: str, image: Sequence[int] | None) -> str | None:
+    """The image encoder ``dqn.encoder`` asks for given the observations' ``image`` shape
+    (None: an MLP); a :class:`~shoal.errors.ConfigError` for an image encoder on flat
+    observations or an image too small for it."""
+    from shoal.errors import ConfigError
+
+    if encoder == "mlp" or (encoder == "auto" and image is None):
+        return None
+    if image is None:
+        raise ConfigError(
+            f"config key 'dqn.encoder': {encoder!r} reads images, and this env's"
+            " observations are flat vectors (use 'mlp' or 'auto')"
+        )
+    side = min(image[1:])
+    if encoder == "auto":
+        return "nature" if side >= NATURE_MIN else "minatar"
+    least = NATURE_MIN if encoder == "nature" else 3
+    if side < least:
+        raise ConfigError(
+            f"config key 'dqn.encoder': {encoder!r} needs images at least {least} x {least};"
+            f" this env's are {image[1]} x {image[2]} (use 'minatar' or 'auto')"
+        )
+    return encoder
 
 
 class RecurrentQNetwork(nn.Module):

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from shoal.config import EnvConfig
+from shoal.envs.pixels import ChannelsFirst, image_shape, register_pixel_envs
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
 
@@ -28,6 +29,11 @@ class EnvSpec:
     action_dim: int = 0
     action_low: tuple[float, ...] = ()
     action_high: tuple[float, ...] = ()
+    image: tuple[int, int, int] | None = None
+    """``(channels, height, width)`` when the flat observation is an image (read with an
+    image encoder), else None."""
+    image_high: float = 1.0
+    """The image's largest pixel value (the encoder scales pixels to [0, 1])."""
 
     @property
     def hybrid(self) -> bool:
@@ -56,6 +62,7 @@ def make_env(cfg: EnvConfig) -> gym.Env:
     Non-vector observations (Discrete, Tuple, Dict, images) are flattened, so the MLP
     learner sees a 1-D float vector whatever the env.
     """
+    register_pixel_envs(cfg.id)
     kwargs = {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
@@ -76,10 +83,35 @@ def make_env(cfg: EnvConfig) -> gym.Env:
         )
     if cfg.step_cost_us > 0:
         env = StepCost(env, micros=cfg.step_cost_us, kind=cfg.step_cost_kind)
+    if _channels_last(env.observation_space):
+        env = ChannelsFirst(env)
     obs_space = env.observation_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         env = gym.wrappers.FlattenObservation(env)
     return env
+
+
+def _channels_last(space: gym.Space) -> bool:
+    """Whether ``space`` is an image stored height x width x channels: 3-D bytes or
+    booleans whose last axis is no longer than the others (MinAtar's 10 x 10 x 4;
+    a frame stack of 4 x 84 x 84 is channels first already)."""
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+        return False
+    return space.dtype in (np.uint8, np.bool_) and space.shape[2] <= min(space.shape[:2])
+
+
+def _image(env: gym.Env) -> tuple[tuple[int, int, int] | None, float]:
+    """The image shape (channels first) and largest pixel value behind the flattening, if
+    the observations are images."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.FlattenObservation):
+            space = env.env.observation_space
+            shape = image_shape(space)
+            if shape is None or space.dtype != np.uint8:
+                return None, 1.0
+            return shape, float(np.max(space.high))
+        env = env.env
+    return None, 1.0
 
 
 def probe_env(cfg: EnvConfig) -> EnvSpec:
@@ -87,9 +119,11 @@ def probe_env(cfg: EnvConfig) -> EnvSpec:
     env = make_env(cfg)
     try:
         obs_dim = int(np.prod(env.observation_space.shape))
+        image, high = _image(env)
         parts = _hybrid_parts(env.action_space)
         if parts is None:
-            return EnvSpec(obs_dim=obs_dim, n_actions=int(env.action_space.n))
+            n = int(env.action_space.n)
+            return EnvSpec(obs_dim=obs_dim, n_actions=n, image=image, image_high=high)
         disc, box = parts
         return EnvSpec(
             obs_dim=obs_dim,

@@ -24,6 +24,7 @@ from shoal.agent.builder import (
     transition_fields,
 )
 from shoal.agent.learner import Learner
+from shoal.agent.networks import image_encoder
 from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
 from shoal.envs.vector import check_engine
@@ -40,10 +41,10 @@ class DQNRunner(Runner):
     # --- hooks that build the parts ---------------------------------------------------------
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """Make the env once to read it (a bad env id, or an engine that cannot step it,
-        fails before any work)."""
+        """Make the env once to read it (a bad env id, an engine that cannot step it, or
+        an encoder that cannot read its observations fails before any work)."""
         check_engine(cfg.env)
-        cls.probe(cfg)
+        image_encoder(cfg.dqn.encoder, cls.probe(cfg).image)
 
     @classmethod
     def probe(cls, cfg: Config) -> EnvSpec:

@@ -51,6 +51,8 @@ MAPF = [
 """A small MAPF world (2 agents on 6x6 maps): MAPF's own versions of the serial and ray
 runners (``ENV_RUNNERS``) are runners too."""
 BATCHED = ["env.num_envs=4"]
+MINATAR = ["env.id='MinAtar/Breakout-v1'", "dqn.encoder='minatar'", "env.num_envs=2"]
+"""Pixels: MinAtar's 10 x 10 x 4 frames through the conv encoder."""
 VARIANTS = {
     "agents/process": [*ASYNC, "agents.async_mode='process'"],
     "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
@@ -61,6 +63,8 @@ VARIANTS = {
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).
     "ray/4envs": [*BATCHED, "ray.steps_per_call=50"],
+    **{f"{name}/minatar": MINATAR for name in ("serial", "threads", "processes")},
+    "ray/minatar": [*MINATAR, "ray.steps_per_call=50"],
 }
 """Configurations of a runner that run on other threads or processes, or in worlds that
 have their own version of it: they go through the artifact and Ctrl-C checks too."""

@@ -1,0 +1,63 @@
+"""Image observations: MinAtar's games through gymnasium, and image shapes channels first.
+
+MinAtar (Young and Tian, 2019: Breakout, Asterix, Freeway, Seaquest and Space Invaders on
+10 x 10 grids, one binary channel per kind of object) is DQN research at CPU scale. Its
+package registers ``MinAtar/*`` with gymnasium through an entry-point hook that gymnasium
+1.x no longer runs, so ``gym.make("MinAtar/Breakout-v1")`` fails until
+``minatar.gym.register_envs()`` has: :func:`register_pixel_envs` does that for any
+``MinAtar/`` id. Its observations are height x width x channels booleans;
+:class:`ChannelsFirst` makes them channels x height x width ``uint8``, the layout torch's
+convolutions read, stored once per frame at a byte each.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+from shoal.errors import EnvError
+
+__all__ = ["ChannelsFirst", "image_shape", "register_pixel_envs"]
+
+MINATAR = "MinAtar/"
+
+
+def register_pixel_envs(env_id: str) -> None:
+    """Make ``env_id`` known to gymnasium if it is a MinAtar id (a no-op otherwise, and
+    once registered); an :class:`~shoal.errors.EnvError` naming the package when it is not
+    installed."""
+    if not env_id.startswith(MINATAR) or env_id in gym.registry:
+        return
+    try:
+        from minatar.gym import register_envs
+    except ImportError:
+        raise EnvError(
+            f"env.id {env_id!r}: MinAtar's games need the minatar package"
+            " (pip install 'shoal[pixels]')"
+        ) from None
+    register_envs()
+
+
+class ChannelsFirst(gym.ObservationWrapper):
+    """Height x width x channels images as channels x height x width ``uint8`` (booleans
+    become 0 and 1)."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        assert isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+        h, w, c = space.shape
+        high = 1 if space.dtype == np.bool_ else int(np.max(space.high))
+        self.observation_space = gym.spaces.Box(0, high, (c, h, w), np.uint8)
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        """The image with its channels first, as bytes."""
+        return np.ascontiguousarray(np.moveaxis(observation, -1, 0), dtype=np.uint8)
+
+
+def image_shape(space: gym.Space) -> tuple[int, int, int] | None:
+    """``(channels, height, width)`` of a channels-first image space, else None."""
+    if isinstance(space, gym.spaces.Box) and len(space.shape) == 3:
+        c, h, w = space.shape
+        return int(c), int(h), int(w)
+    return None
