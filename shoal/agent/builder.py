@@ -107,9 +107,10 @@ Fields = dict[str, tuple[tuple[int, ...], Any]]
 
 
 def transition_fields(spec: EnvSpec) -> Fields:
-    """One n-step transition of ``spec``'s env: flat float observations; a hybrid action
-    is stored as ``action`` (discrete) and ``action_cont``."""
-    obs = ((spec.obs_dim,), np.float32)
+    """One n-step transition of ``spec``'s env: flat observations, float or, for images,
+    bytes (a quarter of the memory; the encoder scales them on the device); a hybrid
+    action is stored as ``action`` (discrete) and ``action_cont``."""
+    obs = ((spec.obs_dim,), np.uint8 if spec.image is not None else np.float32)
     return {
         "obs": obs,
         "action": ((), np.int64),

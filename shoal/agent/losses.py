@@ -55,9 +55,11 @@ class Batch:
 
     @classmethod
     def from_numpy(cls, data: Mapping[str, np.ndarray], device: str | torch.device) -> Batch:
-        """Convert a replay sample (numpy arrays) to tensors; weights default to ones."""
+        """Convert a replay sample (numpy arrays) to tensors; weights default to ones.
+        Observations keep their dtype (image bytes cross to the device as bytes)."""
         f32 = torch.float32
-        dtypes = {"obs": f32, "action": torch.int64, "reward": f32, "next_obs": f32}
+        obs = None if np.asarray(data["obs"]).dtype == np.uint8 else f32
+        dtypes = {"obs": obs, "action": torch.int64, "reward": f32, "next_obs": obs}
         return cls(**batch_tensors(data, device, {**dtypes, "discount": f32}))
 
 

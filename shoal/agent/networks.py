@@ -215,8 +215,12 @@ class QNetwork(nn.Module):
             self.head = nn.Linear(width, n_actions)
 
     def features(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
-        """The torso's output for ``obs`` under ``params``."""
+        """The torso's output for ``obs`` under ``params`` (bytes only reach an image
+        encoder as bytes; other layers read them as floats)."""
         x = obs
+        reads_bytes = len(self.torso) > 0 and isinstance(self.torso[0], ImageEncoder)
+        if not x.is_floating_point() and not reads_bytes:
+            x = x.float()
         for i, layer in enumerate(self.torso):
             if isinstance(layer, (BoardEncoder, ImageEncoder)):
                 x = layer.apply_params(params, f"torso.{i}.", x)

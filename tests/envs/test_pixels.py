@@ -80,3 +80,28 @@ def test_the_cli_rejects_an_encoder_the_frames_cannot_take(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "'nature' needs images at least 36 x 36" in err
     assert list(tmp_path.iterdir()) == []  # rejected before any work
+
+
+def test_replay_keeps_frames_as_bytes_and_the_learner_takes_them():
+    from shoal.agent.builder import build_learner, build_replay, transition_fields
+    from shoal.agent.losses import Batch
+    from shoal.config import load_config
+
+    cfg = load_config("minatar-breakout", overrides=["replay.capacity=64", "dqn.batch_size=8"])
+    spec = probe_env(cfg.env)
+    assert transition_fields(spec)["obs"] == ((400,), np.uint8)
+    replay, learner = build_replay(cfg, spec), build_learner(cfg, spec)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 2, (16, 400), dtype=np.uint8)
+    replay.add_batch(
+        {
+            "obs": frames,
+            "action": rng.integers(0, 3, 16),
+            "reward": np.ones(16),
+            "next_obs": frames[::-1],
+            "discount": np.full(16, 0.9),
+        }
+    )
+    batch = Batch.from_numpy(replay.sample(8), "cpu")
+    assert batch.obs.dtype == torch.uint8
+    assert np.isfinite(learner.step(batch).loss)
