@@ -226,6 +226,7 @@ class PibtMover:
         self._episodes += 1
         self._priorities = None
         self._ties = start_ties(env)
+        self._seen: set[bytes] = set()
         if self.swap:
             distances = [env.distance(i) for i in range(env.max_num_agents)]
             self._swaps = Swaps(env.grid, distances, env.goals)
@@ -241,8 +242,20 @@ class PibtMover:
         arrives, provided it wants a shortest path. A learned ranking can prefer to
         wait: two agents off their goals that both do stand still for ever (seen on 8
         agents in 20 x 20 with a trained policy, PIBT's own ranking solving the
-        instance)."""
+        instance).
+
+        Where the agents stand as they stood before in the episode, every agent ranks by
+        distance, equally short moves in random order (PIBT's own ranking) for that step.
+        A learned ranking orders equally short moves the same way each time, and with the
+        swap that can loop for ever: two agents at a corridor's junction swapped, the one
+        then pushed aside chose the corridor over the side cell every time (2 of 16
+        MovingAI instances lost, PIBT solving both); PIBT's random order leaves such a
+        loop within a few steps."""
         scores = np.asarray(scores, dtype=np.float64)
+        key = env.positions.tobytes()
+        if key in self._seen:
+            scores = distance_scores(env)
+        self._seen.add(key)
         noise = self._rng.random(scores.shape)
         rankings = _ranked(scores, noise)
         off = ~env.on_goal()

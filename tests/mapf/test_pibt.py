@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from shoal.envs.mapf import MOVES, MapfEnv, bfs_distances, resolve_moves
 from shoal.mapf.baselines import ShortestPathPolicy, pibt_policy
 from shoal.mapf.evaluate import Instance, generated_instances, play, scenario_instances
-from shoal.mapf.pibt import PibtShield, distance_scores_at, pibt_step, rank_moves
+from shoal.mapf.pibt import (
+    PibtShield,
+    distance_scores,
+    distance_scores_at,
+    pibt_step,
+    rank_moves,
+)
 from shoal.mapf.swap import Swaps
 
 
@@ -199,4 +205,31 @@ def test_pibt_solves_a_benchmark_map_crowd():
         data / "random-32-32-10.map", [data / "random-32-32-10-random-1.scen"], 64
     )
     got = play(pibt_policy(), instance, max_steps=256)
+    assert got.success and got.collisions == 0
+
+
+class UpFirst:
+    """Shortest-path rankings that take "up" before any other equally short move, the same
+    every step: a learned ranking's fixed order, where PIBT's is random."""
+
+    name = "up-first"
+
+    def reset(self, env):
+        pass
+
+    def scores(self, env):
+        scores = distance_scores(env)
+        scores[:, 1] += 0.5
+        return scores
+
+
+@pytest.mark.parametrize("swap", [True, False])
+def test_a_fixed_order_of_equal_moves_that_loops_is_broken(swap):
+    """A corridor with a side cell at its junction; agent 0's goal is in the corridor, agent
+    1's is the junction. Pushed off the junction, agent 1 always takes the corridor (up)
+    over the side cell, and the two would trade places for ever; a configuration seen
+    before makes the step rank as PIBT does (equal moves in random order)."""
+    grid = np.array([[1, 0], [1, 0], [0, 0], [1, 0]], bool)
+    junction = Instance(grid, [(2, 1), (1, 1)], [(1, 1), (2, 1)], "junction with a side cell")
+    got = play(PibtShield(UpFirst(), swap=swap), junction, max_steps=64)
     assert got.success and got.collisions == 0
