@@ -214,6 +214,7 @@ class PibtMover:
         self.seed, self.swap = seed, swap
         self._swaps: Swaps | None = None
         self._priorities: Priorities | None = None
+        self._seen: set[bytes] = set()  # configurations of this episode so far
         self._episodes = 0
         self._rng = np.random.default_rng(seed)
 
@@ -226,7 +227,7 @@ class PibtMover:
         self._episodes += 1
         self._priorities = None
         self._ties = start_ties(env)
-        self._seen: set[bytes] = set()
+        self._seen = set()
         if self.swap:
             distances = [env.distance(i) for i in range(env.max_num_agents)]
             self._swaps = Swaps(env.grid, distances, env.goals)
