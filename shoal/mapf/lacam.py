@@ -85,7 +85,8 @@ def lacam(
     rng = rng or np.random.default_rng(0)
     deadline = time.monotonic() + time_limit
     goals = np.asarray(goals)
-    first = _node(np.asarray(starts), None, np.asarray(ties, np.float64), goals)
+    starts = np.asarray(starts)
+    first = _node(starts, None, Priorities.start(ties, _off(starts, goals)))
     explored = {first.config.tobytes(): first}
     stack = [first]
     while stack and time.monotonic() < deadline:
@@ -111,21 +112,21 @@ def lacam(
         if key in explored:  # seen: go back there (its constraints may still hold a way)
             stack.append(explored[key])
             continue
-        child = _node(config, node, node.priorities.ties, goals)
+        child = _node(config, node, node.priorities.step(_off(config, goals)))
         explored[key] = child
         stack.append(child)
     return None
 
 
-def _node(config: np.ndarray, parent: _Node | None, ties: np.ndarray, goals: np.ndarray) -> _Node:
-    """A node of ``config``: PIBT's priorities one step on from its parent's (the root's
-    from the ``ties``, as the PIBT shield starts an episode), its agents in descending
-    priority."""
-    off = ~(config == goals).all(axis=1)
-    if parent is None:
-        priorities = Priorities.start(ties, off)
-    else:
-        priorities = parent.priorities.step(off)
+def _off(config: np.ndarray, goals: np.ndarray) -> np.ndarray:
+    """Which agents of ``config`` are off their goals."""
+    return ~(config == goals).all(axis=1)
+
+
+def _node(config: np.ndarray, parent: _Node | None, priorities: Priorities) -> _Node:
+    """A node of ``config`` with PIBT's ``priorities`` there (the root's started from the
+    ties as the PIBT shield starts an episode, each child's one step on from its
+    parent's), its agents in descending priority."""
     values = priorities.values
     order = sorted(range(len(config)), key=lambda i: -float(values[i]))
     return _Node(config, parent, priorities, order)
