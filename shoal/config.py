@@ -86,6 +86,16 @@ class EnvConfig:
     """How an actor's envs are stepped: 'sync' (in turn, in the actor's process), 'async'
     (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's C++ pool,
     outside the GIL; an optional extra, for the ids envpool knows)."""
+    frame_stack: int = param(1, gt=0)
+    """Observations are the last K frames stacked (2-D byte frames only: Atari's grey
+    screens, where 4 is the standard); replay then keeps each frame once."""
+    sticky_actions: float | None = param(None, ge=0.0, le=1.0)
+    """Atari: the chance the previous action is repeated instead (none: the id's own, 0.25
+    for ALE/*-v5 and 0 for *NoFrameskip-v4)."""
+    episodic_life: bool = True
+    """Atari, training only: a lost life ends the learner's episode (the game goes on)."""
+    clip_rewards: bool = True
+    """Atari, training only: rewards clipped to [-1, 1] (evaluation reports raw scores)."""
 
 
 @dataclass

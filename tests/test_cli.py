@@ -109,6 +109,7 @@ def test_console_script_exit_code_on_bad_input(tmp_path):
         (["cartpole", "--set", "run.replay_ratio=0"], "run.replay_ratio"),
         (["cartpole", "--set", "run.replay_ratio=-0.5"], "run.replay_ratio"),
         (["harvest", "--set", "env.num_envs=4"], "env.num_envs"),
+        (["cartpole", "--set", "env.frame_stack=4"], "env.frame_stack"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, needle):
@@ -131,6 +132,14 @@ def test_missing_envpool_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
         capsys, "train", "cartpole", "--set", "env.vector=envpool", "--out", str(out_dir)
     )
     assert code == 2 and len(err.strip().splitlines()) == 1 and "not installed" in err
+    assert not out_dir.exists()
+
+
+def test_atari_without_ale_py_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ale_py", None)  # import ale_py raises ImportError
+    out_dir = tmp_path / "runs"
+    code, _, err = run_cli(capsys, "train", "atari", "--env", "ALE/Pong-v5", "--out", str(out_dir))
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "ale-py" in err
     assert not out_dir.exists()
 
 

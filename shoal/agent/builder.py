@@ -123,17 +123,21 @@ def transition_fields(spec: EnvSpec) -> Fields:
 
 def build_replay(cfg: Config, spec: EnvSpec, fields: Fields | None = None) -> ReplayBuffer:
     """The replay buffer (uniform or prioritized, as ``cfg.replay`` says) of ``fields``
-    (default: :func:`transition_fields` of ``spec``)."""
+    (default: :func:`transition_fields` of ``spec``); with ``env.frame_stack`` above 1,
+    image transitions keep each frame once."""
     r = cfg.replay
+    fields = transition_fields(spec) if fields is None else fields
+    stacked = spec.image is not None and {"obs", "next_obs"} <= set(fields)
     return ReplayBuffer.from_specs(
         r.capacity,
-        transition_fields(spec) if fields is None else fields,
+        fields,
         prioritized=r.prioritized,
         alpha=r.alpha,
         beta=r.beta,
         beta_final=r.beta_final,
         beta_steps=r.beta_steps,
         seed=derive_seed(cfg.run.seed, REPLAY_STREAM),
+        frame_stack=cfg.env.frame_stack if stacked else 1,
     )
 
 

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from shoal.config import EnvConfig
+from shoal.envs.atari import atari_env, check_frame_stack, is_atari
 from shoal.envs.pixels import ChannelsFirst, image_shape, register_pixel_envs
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
@@ -55,21 +56,19 @@ def _hybrid_parts(space: gym.Space) -> tuple[gym.spaces.Discrete, gym.spaces.Box
     return (disc, box) if ok else None
 
 
-def make_env(cfg: EnvConfig) -> gym.Env:
+def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
     """Create the env, rejecting ids that do not exist and action spaces DQN cannot act in
     (anything but Discrete, or Tuple(Discrete, bounded 1-D Box) for hybrid actions).
 
     Non-vector observations (Discrete, Tuple, Dict, images) are flattened, so the MLP
-    learner sees a 1-D float vector whatever the env.
+    learner sees a 1-D float vector whatever the env. Atari ids get the standard
+    preprocessing (:mod:`shoal.envs.atari`); ``evaluation`` drops its training-only parts
+    (episodic life, reward clipping), so evaluations report raw game scores.
     """
-    register_pixel_envs(cfg.id)
-    kwargs = {}
-    if cfg.max_episode_steps is not None:
-        kwargs["max_episode_steps"] = cfg.max_episode_steps
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            env = gym.make(cfg.id, disable_env_checker=True, **kwargs)
+            env = _make(cfg, evaluation)
     except gym.error.Error as e:
         raise EnvError(f"env.id {cfg.id!r}: cannot be made by gymnasium: {e}") from None
     except (ImportError, ModuleNotFoundError) as e:
@@ -88,6 +87,33 @@ def make_env(cfg: EnvConfig) -> gym.Env:
     obs_space = env.observation_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         env = gym.wrappers.FlattenObservation(env)
+    return env
+
+
+def _make(cfg: EnvConfig, evaluation: bool) -> gym.Env:
+    """The gymnasium env of ``cfg.id``, preprocessed and frame-stacked as configured."""
+    kwargs = {}
+    if cfg.max_episode_steps is not None:
+        kwargs["max_episode_steps"] = cfg.max_episode_steps
+    if is_atari(cfg.id):
+        return atari_env(
+            cfg.id,
+            frame_stack=cfg.frame_stack,
+            sticky=cfg.sticky_actions,
+            evaluation=evaluation,
+            episodic_life=cfg.episodic_life,
+            clip_rewards=cfg.clip_rewards,
+            **kwargs,
+        )
+    register_pixel_envs(cfg.id)
+    env = gym.make(cfg.id, disable_env_checker=True, **kwargs)
+    if cfg.frame_stack > 1:
+        try:
+            check_frame_stack(cfg.id, cfg.frame_stack, env.observation_space)
+        except EnvError:
+            env.close()
+            raise
+        env = gym.wrappers.FrameStackObservation(env, cfg.frame_stack)
     return env
 
 

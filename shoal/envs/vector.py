@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from shoal.config import VECTOR_ENGINES, EnvConfig
+from shoal.envs.atari import envpool_atari, is_atari
 from shoal.envs.gym_env import make_env
 from shoal.errors import ConfigError, EnvError
 
@@ -56,13 +57,13 @@ class VectorEnvs:
     def reset(self, seeds: list[int] | None = None) -> np.ndarray:
         """Reset every env (env i from ``seeds[i]``); their first observations."""
         obs, _ = self.vec.reset(seed=seeds)
-        return np.asarray(obs)
+        return _flat(obs, self.num_envs)
 
     def reset_some(self, mask: np.ndarray, seeds: list[int | None]) -> np.ndarray:
         """Reset the envs where ``mask`` is set (engines without autoreset); every env's
         observation, the others' unchanged."""
         obs, _ = self.vec.reset(seed=seeds, options={"reset_mask": mask})
-        return np.asarray(obs)
+        return _flat(obs, self.num_envs)
 
     def step(self, actions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """One step of every env: observations, rewards, terminated, truncated. Hybrid
@@ -70,11 +71,17 @@ class VectorEnvs:
         if isinstance(actions, list):  # gymnasium batches a Tuple space part by part
             actions = (np.array([a for a, _ in actions]), np.stack([x for _, x in actions]))
         obs, rew, term, trunc, _ = self.vec.step(actions)
-        return np.asarray(obs), np.asarray(rew, np.float64), np.asarray(term), np.asarray(trunc)
+        obs = _flat(obs, self.num_envs)
+        return obs, np.asarray(rew, np.float64), np.asarray(term), np.asarray(trunc)
 
     def close(self) -> None:
         """Close the envs (and the async engine's processes)."""
         self.vec.close()
+
+
+def _flat(obs: Any, num_envs: int) -> np.ndarray:
+    """One flat row per env (envpool's Atari frames come as stacks of images)."""
+    return np.asarray(obs).reshape(num_envs, -1)
 
 
 class EnvList(VectorEnvs):
@@ -131,7 +138,7 @@ def check_engine(cfg: EnvConfig) -> None:
             "config key 'env.vector': 'envpool' needs the envpool package, which is not "
             "installed (pip install 'shoal[envpool]'), or use 'sync' or 'async'"
         )
-    if cfg.id not in _envpool_ids():
+    if _envpool_id(cfg) not in _envpool_ids():
         raise EnvError(
             f"env.id {cfg.id!r}: envpool does not know this id (env.vector='envpool'); use "
             "one of envpool.list_all_envs(), e.g. 'CartPole-v1', or env.vector='sync'"
@@ -141,6 +148,26 @@ def check_engine(cfg: EnvConfig) -> None:
             "config key 'env.step_cost_us': cannot be added to envpool's C++ envs; "
             "use env.vector='sync' or 'async' with a step cost"
         )
+    if cfg.frame_stack > 1 and not is_atari(cfg.id):
+        raise ConfigError(
+            f"config key 'env.frame_stack': {cfg.frame_stack} with env.vector='envpool' is"
+            " for Atari ids only; use env.vector='sync'"
+        )
+
+
+def _envpool_id(cfg: EnvConfig) -> str:
+    """envpool's name for ``cfg.id`` (its Atari games are ``Pong-v5``, not ``ALE/Pong-v5``)."""
+    return envpool_atari(cfg.id, **_atari_settings(cfg))[0] if is_atari(cfg.id) else cfg.id
+
+
+def _atari_settings(cfg: EnvConfig) -> dict[str, Any]:
+    return {
+        "frame_stack": cfg.frame_stack,
+        "sticky": cfg.sticky_actions,
+        "evaluation": False,
+        "episodic_life": cfg.episodic_life,
+        "clip_rewards": cfg.clip_rewards,
+    }
 
 
 @functools.cache
@@ -172,14 +199,16 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, seed: int = 0) -> VectorEnvs:
 def _envpool(cfg: EnvConfig, num_envs: int, seed: int) -> VectorEnvs:
     import envpool
 
-    kwargs: dict[str, Any] = {}
+    task, kwargs = cfg.id, {}
+    if is_atari(cfg.id):
+        task, kwargs = envpool_atari(cfg.id, **_atari_settings(cfg))
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     with warnings.catch_warnings():  # its spaces' float64 bounds, cast to float32
         warnings.simplefilter("ignore")
         # envpool seeds env i with seed + i; keep the sum inside its 32-bit range
         pool = envpool.make(
-            cfg.id, env_type="gymnasium", num_envs=num_envs, seed=seed % 2**30, **kwargs
+            task, env_type="gymnasium", num_envs=num_envs, seed=seed % 2**30, **kwargs
         )
         _ = (pool.observation_space, pool.action_space)  # built lazily, warnings and all
     return VectorEnvs(pool, num_envs, autoreset=True)

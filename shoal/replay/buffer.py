@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from shoal.replay.frames import FrameStorage
 from shoal.replay.samplers import PrioritizedSampler, UniformSampler
 from shoal.replay.storage import RingStorage
 
@@ -123,6 +124,9 @@ class ReplayBuffer:
         alpha, beta, beta_final, beta_steps, eps: prioritized sampling settings (ignored when
             ``prioritized`` is false).
         seed: seed of the sampling generator; ``None`` draws fresh entropy.
+        frame_stack: frames per observation when ``obs`` and ``next_obs`` are flat stacks
+            of byte frames: above 1, each distinct frame is stored once
+            (:class:`~shoal.replay.frames.FrameStorage`).
 
     Example:
         >>> import numpy as np
@@ -160,6 +164,7 @@ class ReplayBuffer:
         beta_steps: int = 100_000,
         eps: float = 1e-6,
         seed: int | None = None,
+        frame_stack: int = 1,
     ) -> None:
         if specs is None:
             if obs_shape is None:
@@ -172,7 +177,9 @@ class ReplayBuffer:
                 "next_obs": (obs_shape, obs_dtype),
                 "discount": ((), np.float32),
             }
-        self._storage = RingStorage(capacity, _check_specs(specs))
+        self._storage: RingStorage | FrameStorage = RingStorage(capacity, _check_specs(specs))
+        if frame_stack > 1:  # obs and next_obs are stacks of frames: keep each frame once
+            self._storage = FrameStorage(capacity, _check_specs(specs), frame_stack)
         self._sampler: UniformSampler | PrioritizedSampler = UniformSampler()
         if prioritized:
             self._sampler = PrioritizedSampler(
@@ -230,7 +237,7 @@ class ReplayBuffer:
         return self._storage.specs
 
     @property
-    def storage(self) -> RingStorage:
+    def storage(self) -> RingStorage | FrameStorage:
         """Where the items live."""
         return self._storage
 

@@ -75,7 +75,7 @@ class DQNRunner(Runner):
         learner = cls.make_learner(cfg, spec)
         learner.online.load_state_dict(state["learner"]["online"])
         actor = _learner_actor(cfg, spec, learner)
-        envs = [make_env(cfg.env) for _ in range(min(episodes, 32))]
+        envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, 32))]
         try:
             return evaluate(actor.greedy, envs, episodes, seed)
         finally:
@@ -135,7 +135,9 @@ class DQNRunner(Runner):
         same)."""
         r = self.cfg.run
         if self._eval_envs is None:
-            self._eval_envs = [make_env(self.cfg.env) for _ in range(min(r.eval_episodes, 32))]
+            self._eval_envs = [
+                make_env(self.cfg.env, evaluation=True) for _ in range(min(r.eval_episodes, 32))
+            ]
         actor = self.eval_actor()
         seed = r.seed if seed is None else seed
         return evaluate(actor.greedy, self._eval_envs, r.eval_episodes, seed), actor.params

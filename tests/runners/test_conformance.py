@@ -53,6 +53,14 @@ runners (``ENV_RUNNERS``) are runners too."""
 BATCHED = ["env.num_envs=4"]
 MINATAR = ["env.id='MinAtar/Breakout-v1'", "dqn.encoder='minatar'", "env.num_envs=2"]
 """Pixels: MinAtar's 10 x 10 x 4 frames through the conv encoder."""
+ATARI = [
+    "env.id='ALE/Pong-v5'",
+    "env.frame_stack=4",
+    "dqn.encoder='nature'",
+    "env.num_envs=2",
+    "replay.capacity=2000",
+]
+"""Atari: 4 stacked 84 x 84 screens through the Nature encoder, replay keeping frames once."""
 VARIANTS = {
     "agents/process": [*ASYNC, "agents.async_mode='process'"],
     "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
@@ -65,6 +73,8 @@ VARIANTS = {
     "ray/4envs": [*BATCHED, "ray.steps_per_call=50"],
     **{f"{name}/minatar": MINATAR for name in ("serial", "threads", "processes")},
     "ray/minatar": [*MINATAR, "ray.steps_per_call=50"],
+    **{f"{name}/atari": ATARI for name in ("serial", "threads", "processes")},
+    "ray/atari": [*ATARI, "ray.steps_per_call=50"],
 }
 """Configurations of a runner that run on other threads or processes, or in worlds that
 have their own version of it: they go through the artifact and Ctrl-C checks too."""
