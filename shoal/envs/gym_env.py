@@ -10,7 +10,7 @@ import numpy as np
 
 from shoal.config import EnvConfig
 from shoal.envs.atari import atari_env, check_frame_stack, is_atari
-from shoal.envs.pixels import ChannelsFirst, image_shape, register_pixel_envs
+from shoal.envs.pixels import ChannelsFirst, channels_last, image_shape, register_pixel_envs
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
 
@@ -82,7 +82,7 @@ def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
         )
     if cfg.step_cost_us > 0:
         env = StepCost(env, micros=cfg.step_cost_us, kind=cfg.step_cost_kind)
-    if _channels_last(env.observation_space):
+    if channels_last(env.observation_space):
         env = ChannelsFirst(env)
     obs_space = env.observation_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
@@ -115,15 +115,6 @@ def _make(cfg: EnvConfig, evaluation: bool) -> gym.Env:
             raise
         env = gym.wrappers.FrameStackObservation(env, cfg.frame_stack)
     return env
-
-
-def _channels_last(space: gym.Space) -> bool:
-    """Whether ``space`` is an image stored height x width x channels: 3-D bytes or
-    booleans whose last axis is no longer than the others (MinAtar's 10 x 10 x 4;
-    a frame stack of 4 x 84 x 84 is channels first already)."""
-    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
-        return False
-    return space.dtype in (np.uint8, np.bool_) and space.shape[2] <= min(space.shape[:2])
 
 
 def _image(env: gym.Env) -> tuple[tuple[int, int, int] | None, float]:

@@ -4,7 +4,8 @@
 agent count) or ``pettingzoo:PACKAGE.MODULE`` for any module exposing ``parallel_env()``
 (PettingZoo's own convention), e.g. ``pettingzoo:pettingzoo.butterfly.pistonball_v6``.
 Every agent must act in a ``Discrete`` space and observe a ``Box`` of one common shape, so
-that K agents' networks stack; agents may leave mid-episode.
+that K agents' networks stack; agents may leave mid-episode. Byte images (either channel
+order) are read by the image encoders, channels first.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from shoal.envs.gym_env import EnvSpec
+from shoal.envs.pixels import channels_last
 from shoal.errors import EnvError, ShoalError
 
 __all__ = [
@@ -52,6 +55,17 @@ class MultiAgentSpec:
     """``possible_agents``, in the order of the learners' stack."""
     obs_dim: int
     n_actions: int
+    image: tuple[int, int, int] | None = None
+    """``(channels, height, width)`` when agents observe images (bytes), else None."""
+    image_high: float = 1.0
+    """The images' largest pixel value."""
+    channels_last: bool = False
+    """Whether the world gives images height x width x channels (turned channels first
+    before the networks see them)."""
+
+    def env_spec(self) -> EnvSpec:
+        """One agent's view as the single-agent parts take it."""
+        return EnvSpec(self.obs_dim, self.n_actions, image=self.image, image_high=self.image_high)
 
 
 def make_parallel_env(env_id: str, *, num_agents: int, max_turns: int) -> Any:
@@ -103,7 +117,24 @@ def probe_parallel_env(env: Any, env_id: str) -> MultiAgentSpec:
             f"env.id {env_id!r}: agents differ in observation shapes {sorted(shapes)} or "
             f"action counts {sorted(actions)}; stacked learners need one of each"
         )
-    return MultiAgentSpec(agents, int(np.prod(shapes.pop())), actions.pop())
+    space = env.observation_space(agents[0])
+    image = _image(space)
+    return MultiAgentSpec(
+        agents,
+        int(np.prod(shapes.pop())),
+        actions.pop(),
+        image=image,
+        image_high=1.0 if image is None else float(np.max(space.high)),
+        channels_last=image is not None and channels_last(space),
+    )
+
+
+def _image(space: Any) -> tuple[int, int, int] | None:
+    """The ``(channels, height, width)`` of a 3-D byte observation, else None."""
+    if len(space.shape) != 3 or space.dtype not in (np.uint8, np.bool_):
+        return None
+    h, w, c = space.shape if channels_last(space) else np.roll(space.shape, -1)
+    return int(c), int(h), int(w)
 
 
 def check_same_agents(env: Any, env_id: str, agents: tuple[str, ...]) -> None:

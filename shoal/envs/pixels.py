@@ -17,7 +17,7 @@ import numpy as np
 
 from shoal.errors import EnvError
 
-__all__ = ["ChannelsFirst", "image_shape", "register_pixel_envs"]
+__all__ = ["ChannelsFirst", "channels_last", "image_shape", "register_pixel_envs"]
 
 MINATAR = "MinAtar/"
 
@@ -61,3 +61,12 @@ def image_shape(space: gym.Space) -> tuple[int, int, int] | None:
         c, h, w = space.shape
         return int(c), int(h), int(w)
     return None
+
+
+def channels_last(space: gym.Space) -> bool:
+    """Whether ``space`` is an image stored height x width x channels: 3-D bytes or
+    booleans whose last axis is no longer than the others (MinAtar's 10 x 10 x 4;
+    a frame stack of 4 x 84 x 84 is channels first already)."""
+    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+        return False
+    return space.dtype in (np.uint8, np.bool_) and space.shape[2] <= min(space.shape[:2])

@@ -21,7 +21,6 @@ from shoal.agent.builder import build_network, build_nstep
 from shoal.agent.networks import Params
 from shoal.agent.stacked import StackedActor
 from shoal.config import Config
-from shoal.envs.gym_env import EnvSpec
 from shoal.envs.parallel import (
     MultiAgentSpec,
     check_same_agents,
@@ -137,6 +136,8 @@ class EpochPlayer:
 def observe(spec: MultiAgentSpec, obs: dict[str, Any]) -> np.ndarray:
     """Every agent's observation as rows ``(K, obs_dim)``; an agent that has left observes
     zeros (its row is never used again)."""
+    if spec.channels_last:  # images height x width x channels: channels first, as stored
+        obs = {a: np.moveaxis(np.asarray(o), -1, 0) for a, o in obs.items()}
     zeros = np.zeros(spec.obs_dim, np.float32)
     return np.stack([np.asarray(obs.get(a, zeros), np.float32).ravel() for a in spec.agents])
 
@@ -188,13 +189,13 @@ def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPl
     """A player of ``env`` with an inference-only actor over stacked ``params`` (``None``:
     each agent's initial weights, as the agents runner draws them)."""
     spec = probe_parallel_env(env, cfg.env.id)
-    network = build_network(cfg, EnvSpec(spec.obs_dim, spec.n_actions))
+    network = build_network(cfg, spec.env_spec())
     if params is None:
         with torch.random.fork_rng():
             nets = []
             for i in range(len(spec.agents)):
                 torch.manual_seed(derive_seed(cfg.run.seed, LEARNER_STREAM, i))
-                nets.append(build_network(cfg, EnvSpec(spec.obs_dim, spec.n_actions)))
+                nets.append(build_network(cfg, spec.env_spec()))
         params = {
             n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
             for n, _ in network.named_parameters()

@@ -31,9 +31,9 @@ import torch
 from shoal.agent.builder import build_epsilon, build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
+from shoal.agent.networks import make_q_network
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config, param
-from shoal.envs.gym_env import EnvSpec
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
@@ -128,7 +128,7 @@ class AgentsRunner(Runner):
         a = cfg.agents
         self.env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
         self.ma = probe_parallel_env(self.env, cfg.env.id)
-        self.spec = EnvSpec(self.ma.obs_dim, self.ma.n_actions)
+        self.spec = self.ma.env_spec()
         self.k = len(self.ma.agents)
         self.learners = [self._agent(i) for i in range(self.k)]
         self.stacked = StackedLearner(self.learners) if a.parallel_training else None
@@ -190,7 +190,13 @@ class AgentsRunner(Runner):
 
     def _agent(self, i: int) -> DQN:
         torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
-        return DQN(self.ma.obs_dim, self.ma.n_actions, self.cfg.dqn, device=self.cfg.run.device)
+        s = self.spec
+        network = make_q_network(
+            self.cfg.dqn, s.obs_dim, s.n_actions, image=s.image, image_high=s.image_high
+        )
+        return DQN(
+            s.obs_dim, s.n_actions, self.cfg.dqn, device=self.cfg.run.device, network=network
+        )
 
     # --- the K learners -----------------------------------------------------------------------
     @property
