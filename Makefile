@@ -54,6 +54,8 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/mapf_learning.py
 	$(PY) benchmarks/collection.py
 	$(PY) benchmarks/evaluation.py
+	$(PY) benchmarks/pixels.py
+	$(PY) benchmarks/minatar_breakout.py --seeds 3 --minutes 8
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks

@@ -155,3 +155,25 @@ def test_prioritized_buffer_samples_the_same() -> None:
 def test_bad_layout_is_named() -> None:
     with pytest.raises(ValueError, match="'obs' must be flat uint8 of 4 frames"):
         FrameStorage(5, dict(_specs(), obs=((10,), np.uint8)), STACK)
+
+
+def test_pool_grows_when_items_hold_more_frames_than_headroom() -> None:
+    # one-step episodes: every item holds two frames of its own (the reset frame, padded,
+    # and the last), past the pool's initial capacity + a quarter
+    rng = np.random.default_rng(0)
+    first = rng.integers(0, 256, (300, FRAME), dtype=np.uint8)
+    last = rng.integers(0, 256, (300, FRAME), dtype=np.uint8)
+    batch = {
+        "obs": np.tile(first, STACK),
+        "action": np.zeros(300, np.int64),
+        "reward": np.zeros(300, np.float32),
+        "next_obs": np.concatenate([np.tile(first, STACK - 1), last], axis=1),
+        "discount": np.zeros(300, np.float32),
+    }
+    frames, whole = FrameStorage(250, _specs(), STACK), RingStorage(250, _specs())
+    for part in (slice(0, 120), slice(120, 300)):
+        chunk = {k: v[part] for k, v in batch.items()}
+        frames.add_batch(chunk)
+        whole.add_batch(chunk)
+        _assert_same(frames, whole)
+    assert frames.frames_held == 500
