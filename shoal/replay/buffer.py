@@ -177,9 +177,11 @@ class ReplayBuffer:
                 "next_obs": (obs_shape, obs_dtype),
                 "discount": ((), np.float32),
             }
-        self._storage: RingStorage | FrameStorage = RingStorage(capacity, _check_specs(specs))
+        self._storage: RingStorage | FrameStorage
         if frame_stack > 1:  # obs and next_obs are stacks of frames: keep each frame once
             self._storage = FrameStorage(capacity, _check_specs(specs), frame_stack)
+        else:
+            self._storage = RingStorage(capacity, _check_specs(specs))
         self._sampler: UniformSampler | PrioritizedSampler = UniformSampler()
         if prioritized:
             self._sampler = PrioritizedSampler(

@@ -177,3 +177,11 @@ def test_pool_grows_when_items_hold_more_frames_than_headroom() -> None:
         whole.add_batch(chunk)
         _assert_same(frames, whole)
     assert frames.frames_held == 500
+
+
+def test_a_million_atari_stacks_allocate_no_whole_stacks() -> None:
+    # whole stacks would be 2 x 28 GB; frames once: pages are touched only as frames arrive
+    atari = ((STACK * 84 * 84,), np.uint8)
+    specs = dict(_specs(), obs=atari, next_obs=atari)
+    buffer = ReplayBuffer.from_specs(1_000_000, specs, frame_stack=STACK)
+    assert isinstance(buffer.storage, FrameStorage) and len(buffer) == 0
