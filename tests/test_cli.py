@@ -110,6 +110,7 @@ def test_console_script_exit_code_on_bad_input(tmp_path):
         (["cartpole", "--set", "run.replay_ratio=-0.5"], "run.replay_ratio"),
         (["harvest", "--set", "env.num_envs=4"], "env.num_envs"),
         (["cartpole", "--set", "env.frame_stack=4"], "env.frame_stack"),
+        (["harvest", "--set", "env.frame_stack=4"], "env.frame_stack"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, needle):

@@ -50,6 +50,11 @@ class Runner:
                 f"config key 'env.num_envs': the {cfg.run.runner!r} runner on {cfg.env.id!r} "
                 "batches its own worlds; leave env.num_envs = 1 and env.vector = 'sync'"
             )
+        if not cls.env_batches and cfg.env.frame_stack != 1:
+            raise ConfigError(
+                f"config key 'env.frame_stack': the {cfg.run.runner!r} runner on {cfg.env.id!r}"
+                " makes its own worlds, which stack no frames; leave env.frame_stack = 1"
+            )
         cls.check(cfg)
 
     @classmethod
