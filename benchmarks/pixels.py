@@ -49,7 +49,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from collection import steady_rate
 
 STACK, SIDE = 4, 84
 FRAME = SIDE * SIDE
@@ -243,7 +242,9 @@ def shoal_run(name: str, overrides: list[str], steps: int, tmp: str, learning_st
     )
     ticks = [r for r in read_metrics(run_dir / "metrics.csv") if r["kind"] == "tick"]
     learning = [r for r in ticks if float(r["step"]) >= learning_starts]
-    steady = steady_rate(run_dir) if len(learning) < 2 else _rate(learning)
+    # after learning starts only: the steps before it run without updates, many times
+    # faster (a run whose batches leave fewer than two ticks there has no steady rate)
+    steady = _rate(learning) if len(learning) >= 2 else float("nan")
     updates = _rate(learning, "updates") if len(learning) >= 2 else float("nan")
     return {
         "name": name,
