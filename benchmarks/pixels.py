@@ -265,12 +265,10 @@ def sb3_run(game: str, steps: int, capacity: int, learning_starts: int) -> dict:
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from shoal.envs.atari import atari_env
+    from shoal.envs.atari import AtariSettings, atari_env
 
     def make() -> Any:
-        return atari_env(
-            game, frame_stack=STACK, sticky=None, evaluation=False, max_episode_steps=2000
-        )
+        return atari_env(game, AtariSettings(frame_stack=STACK), max_episode_steps=2000)
 
     class Clock(BaseCallback):
         def __init__(self) -> None:

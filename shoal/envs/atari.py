@@ -14,18 +14,22 @@ settings (its defaults differ: fire at reset, no sticky actions).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from shoal.config import EnvConfig
 from shoal.errors import EnvError
 
 __all__ = [
+    "AtariSettings",
     "EpisodicLife",
     "atari_env",
     "check_frame_stack",
     "envpool_atari",
+    "envpool_task",
     "is_atari",
     "register_atari",
 ]
@@ -85,59 +89,74 @@ class EpisodicLife(gym.Wrapper):
         return obs, info
 
 
-def atari_env(
-    env_id: str,
-    *,
-    frame_stack: int,
-    sticky: float | None,
-    evaluation: bool,
-    episodic_life: bool = True,
-    clip_rewards: bool = True,
-    **kwargs: Any,
-) -> gym.Env:
+@dataclass(frozen=True)
+class AtariSettings:
+    """How a game is preprocessed beyond the standard: the stack depth, sticky actions
+    (None: the id's own, 0.25 for v5, 0 for NoFrameskip-v4), and the training-only parts
+    (off when ``evaluation``)."""
+
+    frame_stack: int = 4
+    sticky: float | None = None
+    episodic_life: bool = True
+    clip_rewards: bool = True
+    evaluation: bool = False
+
+    @classmethod
+    def from_config(cls, cfg: EnvConfig, *, evaluation: bool = False) -> AtariSettings:
+        """The settings ``cfg``'s ``env.*`` keys give."""
+        return cls(
+            cfg.frame_stack, cfg.sticky_actions, cfg.episodic_life, cfg.clip_rewards, evaluation
+        )
+
+    @property
+    def life_ends_episode(self) -> bool:
+        """Whether a lost life ends the learner's episode."""
+        return self.episodic_life and not self.evaluation
+
+    @property
+    def clipped(self) -> bool:
+        """Whether rewards are clipped to [-1, 1]."""
+        return self.clip_rewards and not self.evaluation
+
+
+def atari_env(env_id: str, settings: AtariSettings, **kwargs: Any) -> gym.Env:
     """The ALE game ``env_id`` preprocessed as above; observations ``(frame_stack, 84, 84)``
-    uint8. ``sticky``: the chance an action is repeated (None: the id's own, 0.25 for v5);
-    ``evaluation`` drops the training-only episodic life and reward clipping."""
+    uint8 (``kwargs`` go to ``gym.make``)."""
     register_atari(env_id)
-    if sticky is not None:
-        kwargs["repeat_action_probability"] = sticky
+    if settings.sticky is not None:
+        kwargs["repeat_action_probability"] = settings.sticky
     env = gym.make(env_id, frameskip=1, disable_env_checker=True, **kwargs)
     env = gym.wrappers.AtariPreprocessing(
         env, noop_max=NOOP_MAX, frame_skip=FRAME_SKIP, screen_size=SCREEN
     )
-    if not evaluation:
-        if episodic_life:
-            env = EpisodicLife(env)
-        if clip_rewards:
-            env = gym.wrappers.ClipReward(env, -1.0, 1.0)
-    return gym.wrappers.FrameStackObservation(env, frame_stack)
+    if settings.life_ends_episode:
+        env = EpisodicLife(env)
+    if settings.clipped:
+        env = gym.wrappers.ClipReward(env, -1.0, 1.0)
+    return gym.wrappers.FrameStackObservation(env, settings.frame_stack)
 
 
-def envpool_atari(
-    env_id: str,
-    *,
-    frame_stack: int,
-    sticky: float | None,
-    evaluation: bool,
-    episodic_life: bool = True,
-    clip_rewards: bool = True,
-) -> tuple[str, dict[str, Any]]:
-    """envpool's task id and settings for the same game, preprocessed as :func:`atari_env`
-    does (no fire at reset; sticky actions as the gymnasium id has them)."""
-    name = env_id.removeprefix("ALE/").replace("NoFrameskip-v4", "-v5")
+def envpool_task(env_id: str) -> str:
+    """envpool's name for an ALE id (``Pong-v5`` for ``ALE/Pong-v5`` and ``PongNoFrameskip-v4``)."""
+    return env_id.removeprefix("ALE/").replace("NoFrameskip-v4", "-v5")
+
+
+def envpool_atari(env_id: str, settings: AtariSettings) -> dict[str, Any]:
+    """envpool's settings for the game, preprocessed as :func:`atari_env` does (no fire at
+    reset; sticky actions as the gymnasium id has them)."""
     v4 = env_id.endswith("NoFrameskip-v4")
-    settings: dict[str, Any] = {
-        "stack_num": frame_stack,
+    sticky = settings.sticky if settings.sticky is not None else (0.0 if v4 else 0.25)
+    return {
+        "stack_num": settings.frame_stack,
         "frame_skip": FRAME_SKIP,
         "noop_max": NOOP_MAX,
         "img_height": SCREEN,
         "img_width": SCREEN,
         "use_fire_reset": False,
-        "repeat_action_probability": sticky if sticky is not None else (0.0 if v4 else 0.25),
-        "episodic_life": episodic_life and not evaluation,
-        "reward_clip": clip_rewards and not evaluation,
+        "repeat_action_probability": sticky,
+        "episodic_life": settings.life_ends_episode,
+        "reward_clip": settings.clipped,
     }
-    return name, settings
 
 
 def check_frame_stack(env_id: str, frame_stack: int, space: gym.Space) -> None:

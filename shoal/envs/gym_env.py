@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 
 from shoal.config import EnvConfig
-from shoal.envs.atari import atari_env, check_frame_stack, is_atari
+from shoal.envs.atari import AtariSettings, atari_env, check_frame_stack, is_atari
 from shoal.envs.pixels import ChannelsFirst, channels_last, image_shape, register_pixel_envs
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
@@ -96,15 +96,7 @@ def _make(cfg: EnvConfig, evaluation: bool) -> gym.Env:
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     if is_atari(cfg.id):
-        return atari_env(
-            cfg.id,
-            frame_stack=cfg.frame_stack,
-            sticky=cfg.sticky_actions,
-            evaluation=evaluation,
-            episodic_life=cfg.episodic_life,
-            clip_rewards=cfg.clip_rewards,
-            **kwargs,
-        )
+        return atari_env(cfg.id, AtariSettings.from_config(cfg, evaluation=evaluation), **kwargs)
     register_pixel_envs(cfg.id)
     env = gym.make(cfg.id, disable_env_checker=True, **kwargs)
     if cfg.frame_stack > 1:

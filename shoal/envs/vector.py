@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from shoal.config import VECTOR_ENGINES, EnvConfig
-from shoal.envs.atari import envpool_atari, is_atari
+from shoal.envs.atari import AtariSettings, envpool_atari, envpool_task, is_atari
 from shoal.envs.gym_env import make_env
 from shoal.errors import ConfigError, EnvError
 
@@ -157,17 +157,7 @@ def check_engine(cfg: EnvConfig) -> None:
 
 def _envpool_id(cfg: EnvConfig) -> str:
     """envpool's name for ``cfg.id`` (its Atari games are ``Pong-v5``, not ``ALE/Pong-v5``)."""
-    return envpool_atari(cfg.id, **_atari_settings(cfg))[0] if is_atari(cfg.id) else cfg.id
-
-
-def _atari_settings(cfg: EnvConfig) -> dict[str, Any]:
-    return {
-        "frame_stack": cfg.frame_stack,
-        "sticky": cfg.sticky_actions,
-        "evaluation": False,
-        "episodic_life": cfg.episodic_life,
-        "clip_rewards": cfg.clip_rewards,
-    }
+    return envpool_task(cfg.id) if is_atari(cfg.id) else cfg.id
 
 
 @functools.cache
@@ -199,16 +189,14 @@ def make_vector_env(cfg: EnvConfig, num_envs: int, seed: int = 0) -> VectorEnvs:
 def _envpool(cfg: EnvConfig, num_envs: int, seed: int) -> VectorEnvs:
     import envpool
 
-    task, kwargs = cfg.id, {}
-    if is_atari(cfg.id):
-        task, kwargs = envpool_atari(cfg.id, **_atari_settings(cfg))
+    kwargs = envpool_atari(cfg.id, AtariSettings.from_config(cfg)) if is_atari(cfg.id) else {}
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     with warnings.catch_warnings():  # its spaces' float64 bounds, cast to float32
         warnings.simplefilter("ignore")
         # envpool seeds env i with seed + i; keep the sum inside its 32-bit range
         pool = envpool.make(
-            task, env_type="gymnasium", num_envs=num_envs, seed=seed % 2**30, **kwargs
+            _envpool_id(cfg), env_type="gymnasium", num_envs=num_envs, seed=seed % 2**30, **kwargs
         )
         _ = (pool.observation_space, pool.action_space)  # built lazily, warnings and all
     return VectorEnvs(pool, num_envs, autoreset=True)

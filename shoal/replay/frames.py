@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.replay.storage import RingStorage
+from shoal.replay.storage import RingStorage, check_keys
 
 __all__ = ["FrameStorage"]
 
@@ -262,13 +262,7 @@ class FrameStorage:
         self._items, self._pool = items, pool
 
     def _check(self, transitions: Mapping[str, Any]) -> None:
-        missing = [k for k in self._specs if k not in transitions]
-        unknown = [k for k in transitions if k not in self._specs]
-        if missing or unknown:
-            raise KeyError(
-                f"transition keys must be exactly {sorted(self._specs)}; "
-                f"missing {sorted(missing)}, unknown {sorted(map(str, unknown))}"
-            )
+        check_keys(self._specs, transitions)
         # Every field is checked before the pool changes: a rejected batch changes nothing.
         sizes = set()
         for name, (want, _) in self._specs.items():

@@ -12,7 +12,19 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RingStorage"]
+__all__ = ["RingStorage", "check_keys"]
+
+
+def check_keys(fields: Mapping[str, Any], keys: Mapping[str, Any]) -> None:
+    """A ``KeyError`` naming what is missing and unknown unless ``keys`` names exactly the
+    ``fields`` (a typo in a field name would otherwise leave stale zeros there forever)."""
+    missing = [k for k in fields if k not in keys]
+    unknown = [k for k in keys if k not in fields]
+    if missing or unknown:
+        raise KeyError(
+            f"transition keys must be exactly {sorted(fields)}; "
+            f"missing {sorted(missing)}, unknown {sorted(map(str, unknown))}"
+        )
 
 
 class RingStorage:
@@ -86,14 +98,7 @@ class RingStorage:
         return self._size
 
     def _check_keys(self, keys: Mapping[str, Any]) -> None:
-        # A typo in a field name would otherwise leave stale zeros in that field forever.
-        missing = [k for k in self._data if k not in keys]
-        unknown = [k for k in keys if k not in self._data]
-        if missing or unknown:
-            raise KeyError(
-                f"transition keys must be exactly {sorted(self._data)}; "
-                f"missing {sorted(missing)}, unknown {sorted(map(str, unknown))}"
-            )
+        check_keys(self._data, keys)
 
     def add(self, transition: Mapping[str, Any]) -> int:
         """Write one item at the cursor and return the index it was written to.

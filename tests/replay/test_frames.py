@@ -8,6 +8,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from shoal.agent.builder import transition_fields
+from shoal.envs.gym_env import EnvSpec
 from shoal.replay import NStepWriter, ReplayBuffer, RingStorage
 from shoal.replay.frames import FrameStorage
 
@@ -34,14 +36,8 @@ class RandomFrames(gym.Env):
 
 
 def _specs() -> dict:
-    obs = ((STACK * FRAME,), np.uint8)
-    return {
-        "obs": obs,
-        "action": ((), np.int64),
-        "reward": ((), np.float32),
-        "next_obs": obs,
-        "discount": ((), np.float32),
-    }
+    """The replay fields of a frame-stacked image env, as the builder makes them."""
+    return transition_fields(EnvSpec(STACK * FRAME, 3, image=(STACK, SIDE, SIDE)))
 
 
 def _stream(seed: int, envs: int, steps: int, n: int):
