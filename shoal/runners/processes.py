@@ -11,8 +11,13 @@ to replay in one write, takes the updates the update schedule owes for the env s
 ``learning_steps_per_batch``), and publishes the weights together with the batch's
 exploration epsilon into a shared-memory :class:`~shoal.sync.weights.SharedWeightStore`,
 from which every worker pulls between steps (all envs of all workers explore with the
-published epsilon, optionally spread Ape-X style over every env). Workers that run ahead
-of the learner block on their pipes, so the updates per env step stay the schedule's.
+published epsilon, optionally spread Ape-X style over every env).
+
+Collection and learning overlap: every ``publish_every`` updates the learner publishes its
+weights and takes in, without waiting, what the workers have sent meanwhile (up to the next
+batch's share each), so workers keep playing with fresh weights instead of blocking on a
+full pipe while the learner trains. Workers that run further ahead block on their pipes,
+so the updates per env step stay the schedule's.
 Self-play is a plug-in (:class:`~shoal.games.selfplay.SelfPlay`): this runner imports no game.
 
 Only whole episodes travel, so a worker that dies (an exception or SIGKILL) loses at most
@@ -33,6 +38,7 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
+import torch
 
 from shoal.agent.batch_actor import BatchActor
 from shoal.agent.builder import build_actor
@@ -69,9 +75,17 @@ class ProcessesConfig:
     learning_steps_per_batch: int = param(0, ge=0)
     """Gradient steps per collected batch (0: as many as the serial runner would take for
     the env steps collected: the update schedule's)."""
+    learner_threads: int = param(0, ge=0)
+    """torch threads of the learner's process (0: run.torch_threads). Workers take one
+    thread each and leave most of a core idle when the learner is the bottleneck: a
+    learner-bound run on few cores gains from giving it those cores."""
     eps_spread: float = param(0.0, ge=0.0)
     """Ape-X style epsilon per env of every worker, eps ** (1 + spread * i / (N - 1)) over
     the N = workers x env.num_envs envs; 0: all the same."""
+    publish_every: int = param(32, ge=0)
+    """Updates between weight publishes within a batch's learning, each also taking in what
+    workers sent meanwhile (0: publish and take in only after the batch): the workers'
+    weights stay this many updates behind at most, and they never wait out a long batch."""
     worker_timeout: float = param(60.0, gt=0.0)
     """Seconds a worker may stay silent before it is killed and restarted."""
     max_episodes: int = param(0, ge=0)
@@ -201,6 +215,8 @@ class ProcessesRunner(DQNRunner):
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         p = cfg.processes
+        if p.learner_threads:
+            torch.set_num_threads(p.learner_threads)
         self.workers = p.workers or default_workers()
         self.batches = self.restarts = 0
         self.generation = 0
@@ -208,6 +224,10 @@ class ProcessesRunner(DQNRunner):
         self.received: dict[tuple[int, int], int] = {}
         """Episodes that reached the learner per (worker, incarnation)."""
         self._step = 0
+        self._pending: dict[int, list[Block]] = {}
+        """Blocks taken in while the learner learned, per worker, in arrival order: the
+        next collection's first (not yet in replay, nor counted as steps)."""
+        self._since_publish = 0
         template = self.learner.weights()
         self.store = SharedWeightStore(template, meta_keys=("epsilon", "eps_spread"))
         self.plugins = [
@@ -243,34 +263,56 @@ class ProcessesRunner(DQNRunner):
         for slot in self._slots:
             slot.worker.conn.close()
         self._slots = []
+        self._pending = {}  # neither in replay nor counted: lost as unfinished episodes are
+
+    def _receive(self, worker: int) -> None:
+        """One message of ``worker`` into the pending blocks (a failed pipe: restart it)."""
+        slot = self._slots[worker]
+        try:
+            block = slot.worker.conn.recv()
+        except Exception as e:  # EOF, a broken pipe or a truncated message: it died
+            self._restart(worker, f"pipe failed ({type(e).__name__})")
+            return
+        slot.last_heard = time.monotonic()
+        slot.budget.succeeded()
+        self._pending.setdefault(worker, []).append(block)
+
+    def _short(self, per_worker: int) -> dict[int, int]:
+        """Episodes each worker still owes the next batch, beyond its pending blocks."""
+        have = {w: sum(b.episodes for b in self._pending.get(w, ())) for w in range(self.workers)}
+        return {w: per_worker - n for w, n in have.items() if n < per_worker}
+
+    def _drain(self) -> None:
+        """Take in, without waiting, what workers sent while the learner learned, up to
+        the next batch's share each: they go on playing instead of blocking on a full
+        pipe; a worker further ahead blocks (the schedule's updates per env step hold)."""
+        short = self._short(self._per_worker())
+        ready = wait([self._slots[w].worker.conn for w in short], timeout=0)
+        for w in short:
+            if self._slots[w].worker.conn in ready:
+                self._receive(w)
 
     def _collect(self, per_worker: int) -> list[Block]:
-        """At least ``per_worker`` whole episodes from every worker (a message holds
-        ``env.num_envs`` or more), restarting dead or silent ones."""
-        need = dict.fromkeys(range(self.workers), per_worker)
-        got: list[Block] = []
+        """At least ``per_worker`` whole episodes from every worker, pending ones first (a
+        message holds ``env.num_envs`` or more), restarting dead or silent ones."""
         timeout = self.cfg.processes.worker_timeout
-        while any(n > 0 for n in need.values()):
-            conns = {self._slots[w].worker.conn: w for w in need if need[w] > 0}
+        while short := self._short(per_worker):
+            conns = {self._slots[w].worker.conn: w for w in short}
             for conn in wait(list(conns), timeout=0.5):
-                w = conns[conn]
-                try:
-                    block = conn.recv()
-                except Exception as e:  # EOF, a broken pipe or a truncated message: it died
-                    self._restart(w, f"pipe failed ({type(e).__name__})")
-                    continue
-                self._slots[w].last_heard = time.monotonic()
-                self._slots[w].budget.succeeded()
-                got.append(block)
-                need[w] -= block.episodes
+                self._receive(conns[conn])
             now = time.monotonic()
-            for w in list(need):
+            for w in self._short(per_worker):
                 slot = self._slots[w]
-                if need[w] > 0 and not slot.worker.alive():
+                if not slot.worker.alive():
                     self._restart(w, f"exited with code {slot.worker.proc.exitcode}")
-                elif need[w] > 0 and now - slot.last_heard > timeout:
+                elif now - slot.last_heard > timeout:
                     self._restart(w, f"silent for {timeout} s")
+        got = [block for w in sorted(self._pending) for block in self._pending[w]]
+        self._pending = {}
         return got
+
+    def _per_worker(self) -> int:
+        return self.cfg.processes.episodes_per_batch * self.cfg.env.num_envs
 
     # --- collection and learning -----------------------------------------------------------
     def start(self) -> None:
@@ -284,8 +326,7 @@ class ProcessesRunner(DQNRunner):
         """``episodes_per_batch`` whole episodes per env from every worker, into replay
         in one write."""
         self._step = step
-        per_worker = self.cfg.processes.episodes_per_batch * self.cfg.env.num_envs
-        blocks = self._collect(per_worker)
+        blocks = self._collect(self._per_worker())
         for block in blocks:
             self._check(block)
         self.replay.add_batch(
@@ -307,6 +348,16 @@ class ProcessesRunner(DQNRunner):
             self.loss = self.learn_steps(owed)
         self.batches += 1
         self._publish()
+
+    def _learn_step(self) -> float:
+        """One update; every ``publish_every``, first publish the weights and take in what
+        workers sent (before the update: one cut short by a failure there is owed again)."""
+        every = self.cfg.processes.publish_every
+        if every and self._since_publish >= every:
+            self._publish_weights()
+            self._drain()
+        self._since_publish += 1
+        return super()._learn_step()
 
     def done(self, episodes: int) -> bool:
         """``max_episodes`` reached."""
@@ -336,11 +387,17 @@ class ProcessesRunner(DQNRunner):
                 plugin.on_episode(meta, final)
 
     def _publish(self) -> None:
+        """The weights to the workers, and to plug-ins once a batch."""
+        weights = self._publish_weights()
+        for plugin in self.plugins:
+            plugin.on_publish(weights, self.batches)
+
+    def _publish_weights(self) -> dict[str, Any]:
         weights = self.learner.weights()
         meta = {"epsilon": self.epsilon(self._step), "eps_spread": self.cfg.processes.eps_spread}
         self.store.publish(weights, meta)
-        for plugin in self.plugins:
-            plugin.on_publish(weights, self.batches)
+        self._since_publish = 0
+        return weights
 
     # --- what the loop reads -----------------------------------------------------------------
     def eval_metrics(self) -> dict[str, float]:

@@ -76,14 +76,112 @@ def test_episodes_out_of_a_workers_order_stop_the_run(tmp_path, tiny):
         runner.close()
 
 
-@pytest.mark.parametrize("per_batch", [1, 8])
-def test_updates_equal_the_serial_schedule_over_a_whole_run(tmp_path, tiny, per_batch):
+@pytest.mark.parametrize("per_batch,publish_every", [(1, 0), (8, 0), (8, 1), (4, 3)])
+def test_updates_equal_the_serial_schedule_over_a_whole_run(
+    tmp_path, tiny, per_batch, publish_every
+):
     # Small batches (one short episode a worker) once trained more than owed: at least one
-    # update per batch, rounded per batch.
-    runner = make_runner(tmp_path, tiny, run__train_freq=8, processes__episodes_per_batch=per_batch)
+    # update per batch, rounded per batch. Publishing and taking in episodes between updates
+    # must not change what is owed.
+    runner = make_runner(
+        tmp_path,
+        tiny,
+        run__train_freq=8,
+        processes__episodes_per_batch=per_batch,
+        processes__publish_every=publish_every,
+    )
     result = run(runner, tmp_path)
     due = UpdateSchedule.from_config(runner.cfg.run).due(result.env_steps)
     assert result.updates == due > 0
+    assert len(runner.replay) == result.env_steps
+
+
+def test_learning_publishes_every_k_updates_and_takes_in_episodes_bounded(tmp_path, tiny):
+    # Weights reach the workers every publish_every updates, not once a batch; what the
+    # workers send meanwhile is taken in (they do not wait out the batch), but never more
+    # than the next batch's share plus one message a worker (the schedule's ratio holds).
+    runner = make_runner(
+        tmp_path,
+        tiny,
+        run__total_steps=3000,
+        run__train_freq=1,
+        run__gradient_steps=2,
+        processes__episodes_per_batch=2,
+        processes__publish_every=5,
+    )
+    publishes, drained, most, learning = [], [], [0], [False]
+    publish, receive, drain = runner._publish_weights, runner._receive, runner._drain
+
+    def counted_publish():
+        publishes.append(runner.updates)
+        return publish()
+
+    def counted_receive(worker):
+        receive(worker)
+        if learning[0]:
+            drained.append(worker)
+        pending = max((sum(b.episodes for b in bs) for bs in runner._pending.values()), default=0)
+        most[0] = max(most[0], pending)
+
+    def flagged_drain():
+        learning[0] = True
+        drain()
+        learning[0] = False
+
+    runner._publish_weights, runner._receive = counted_publish, counted_receive
+    runner._drain = flagged_drain
+    result = run(runner, tmp_path)
+    assert result.updates > 100
+    # the workers' weights are never more than 5 updates behind the learner's
+    assert max(np.diff(publishes)) <= 5 and publishes[-1] == result.updates
+    assert set(drained) == {0, 1}  # both workers' episodes came in between updates
+    # one env a worker: a message is one episode, so a worker's pending episodes stop at
+    # the next batch's share
+    assert runner.cfg.env.num_envs == 1
+    assert 0 < most[0] <= runner._per_worker()
+
+
+def test_a_failure_between_updates_gives_the_rest_back(tmp_path, tiny):
+    # A worker failure found while taking in episodes between updates stops learning
+    # there: the updates not taken stay owed (the checkpoint after the cut keeps them).
+    runner = make_runner(tmp_path, tiny, processes__publish_every=2)
+    runner.replay.add_batch(
+        {
+            "obs": np.zeros((64, 4), np.float32),
+            "action": np.zeros(64, np.int64),
+            "reward": np.zeros(64, np.float32),
+            "next_obs": np.zeros((64, 4), np.float32),
+            "discount": np.ones(64, np.float32),
+        }
+    )
+    calls = []
+
+    def failing_drain():
+        calls.append(runner.updates)
+        if len(calls) == 2:
+            raise ShoalError("rollout worker 0 failed")
+
+    runner._drain = failing_drain
+    try:
+        owed = runner.schedule.owe(runner.cfg.run.learning_starts + 40)
+        with pytest.raises(ShoalError):
+            runner.learn_steps(owed)
+        assert runner.updates == 4  # drains before updates 3 and 5; the second failed
+        assert runner.schedule.granted == 4
+    finally:
+        runner.stop()
+        runner.close()
+
+
+def test_learner_threads_sets_the_learners_torch_threads(tmp_path, tiny):
+    before = torch.get_num_threads()
+    runner = make_runner(tmp_path, tiny, processes__learner_threads=2)
+    try:
+        assert torch.get_num_threads() == 2
+    finally:
+        runner.stop()
+        runner.close()
+        torch.set_num_threads(before)
 
 
 def test_sigkill_of_a_worker_is_survived(tmp_path, tiny, shm_names):
