@@ -14,7 +14,8 @@ runner there first), then ``shoal eval --episodes 100`` of each run's best check
 
 ``--seeds N`` repeats each for run seeds 0..N-1 (time to a score is noisy: one seed says
 little) and compares the medians. ``--from DIR`` reads runs made before instead of
-training: ``DIR/breakout-serial``, ``DIR/breakout-proc2`` and ``DIR/breakout-proc2x4``
+training those (missing ones are trained there, so an interrupted benchmark goes on):
+``DIR/breakout-serial``, ``DIR/breakout-proc2`` and ``DIR/breakout-proc2x4``
 for seed 0, with ``-s1``, ``-s2`` appended for the others (e.g. made by ``shoal train
 minatar-breakout --set run.max_minutes=15 --set run.eval_every=25000 --run-dir
 DIR/breakout-serial``, the same with ``--runner processes --workers 2``, and with
@@ -32,6 +33,7 @@ import argparse
 import json
 import os
 import platform
+import shutil
 import tempfile
 from pathlib import Path
 from statistics import median
@@ -143,7 +145,9 @@ def main() -> None:
     )
     parser.add_argument("--target", type=float, default=9.2)
     parser.add_argument("--episodes", type=int, default=100, help="final evaluation")
-    parser.add_argument("--from", dest="source", metavar="DIR", help="read these runs")
+    parser.add_argument(
+        "--from", dest="source", metavar="DIR", help="runs here (those missing: trained here)"
+    )
     parser.add_argument("--plot", metavar="PNG", help="draw seed 0's curves here")
     parser.add_argument("--json", metavar="PATH", help="write the figures here")
     args = parser.parse_args()
@@ -158,8 +162,10 @@ def main() -> None:
         root = Path(args.source or tmp)
         for seed in range(args.seeds):
             for name, sub in runs.items():
-                if args.source is None:
-                    train(name, root / run_name(sub, seed), args.minutes, args.eval_every, seed)
+                run_dir = root / run_name(sub, seed)
+                if not (run_dir / "curve.png").exists():  # drawn once a run has ended
+                    shutil.rmtree(run_dir, ignore_errors=True)  # a run cut short: again
+                    train(name, run_dir, args.minutes, args.eval_every, seed)
         for name, sub in runs.items():
             out[name] = [report(root, name, sub, seed, args) for seed in range(args.seeds)]
     times = {

@@ -25,7 +25,8 @@ its unfinished episodes and the fewer than ``env.num_envs`` finished ones it had
 none of them reaches replay. A dead worker, or one silent for
 ``worker_timeout`` seconds, is killed and restarted, and the restarts are counted. A
 failure of a worker's pipe (e.g. killed mid-send) counts as a death. Ctrl-C or an error
-stops every worker (no orphans) and writes a final checkpoint.
+stops every worker (no orphans) and writes a final checkpoint; episodes taken in since the
+last batch, neither in replay nor counted as env steps yet, go with the workers.
 """
 
 from __future__ import annotations
