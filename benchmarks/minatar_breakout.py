@@ -3,9 +3,8 @@
 Trains the ``minatar-breakout`` preset for ``--minutes`` each with the serial runner and
 with the processes runner at 2 workers of 8 envs (``--variants`` adds 2 workers of 4: 8
 envs in all, as serial acts on); the same update schedule, one update of 64 per 4 env
-steps; the preset gives the processes runner's learner 2 torch threads
-(``processes.learner_threads``: the workers leave most of a core idle). Evaluates 20
-greedy episodes every ``--eval-every`` env steps.
+steps, every learner on one torch thread. Evaluates 20 greedy episodes every
+``--eval-every`` env steps.
 Prints each run's curve, the wall time of its first evaluation at or above ``--target``
 (9.2: what the MinAtar reference DQN reaches after 1M frames, read off MinAtar's README
 figure) and the ratio serial / processes of those times (target: above 1, the processes
