@@ -228,11 +228,10 @@ SHOAL_CASES = (
         ["run.runner='threads'", "env.vector='envpool'", "threads.learner_threads=2"],
     ),
     ("shoal processes 2", ["run.runner='processes'", "processes.workers=2"]),
-    # the learner's 2 threads alone on the cores while it learns a batch, as before learning
-    # overlapped collection
+    # the preset learns each batch alone on the cores; this overlaps learning and playing
     (
-        "shoal processes 2 batch",
-        ["run.runner='processes'", "processes.workers=2", "processes.publish_every=0"],
+        "shoal processes 2 overlap",
+        ["run.runner='processes'", "processes.workers=2", "processes.publish_every=32"],
     ),
     ("shoal ray 2", ["run.runner='ray'", "ray.actors=2"]),
 )
