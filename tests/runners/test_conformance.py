@@ -185,8 +185,7 @@ def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
     # holds up, not a third time that it clears the bar. A 20-episode mean of a policy at
     # the bar varies by ~10 (one 350-return episode costs 7.5): a ray run's best.pt scored
     # 473.35 here once after clearing 475 twice, and a processes run's 448.7 (7 of 20
-    # episodes at 300-380) after a confirmed solve; an unsolved policy scores far lower
-    # (below 250).
+    # episodes at 300-380) after a confirmed solve; an unsolved policy scores far lower.
     returns = shoal.evaluate_run(tmp_path / "r", episodes=20)
     assert returns.mean() >= 425, returns
     no_leftovers()
