@@ -278,10 +278,13 @@ class ProcessesRunner(DQNRunner):
         slot.budget.succeeded()
         self._pending.setdefault(worker, []).append(block)
 
-    def _short(self, per_worker: int) -> dict[int, int]:
-        """Episodes each worker still owes the next batch, beyond its pending blocks."""
-        have = {w: sum(b.episodes for b in self._pending.get(w, ())) for w in range(self.workers)}
-        return {w: per_worker - n for w, n in have.items() if n < per_worker}
+    def _short(self, per_worker: int) -> list[int]:
+        """The workers whose pending blocks hold fewer than ``per_worker`` episodes."""
+        return [
+            w
+            for w in range(self.workers)
+            if sum(b.episodes for b in self._pending.get(w, ())) < per_worker
+        ]
 
     def _drain(self) -> None:
         """Take in, without waiting, what workers sent while the learner learned, up to
