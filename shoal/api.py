@@ -10,7 +10,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,24 +31,65 @@ CHECKPOINTS = ("best", "latest")
 """Which checkpoint ``evaluate_run`` reads: the best evaluation's weights or the latest."""
 
 
-def _run(cfg: Config, run: RunDir, resume: dict[str, Any] | None = None) -> TrainResult:
-    """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`."""
-    from shoal.run.loop import RunLoop
-    from shoal.runners import runner_for
+def _run(
+    cfg: Config,
+    run: RunDir | Callable[[], RunDir],
+    resume: dict[str, Any] | None = None,
+    *,
+    checkpoint: Path | None = None,
+) -> TrainResult:
+    """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`.
 
-    runner = runner_for(cfg)(cfg)
-    try:
-        loop = RunLoop(runner, run, resume=resume, title=_title(cfg))
-        if resume is not None:
-            # Only once the checkpoint has loaded into this config (same shapes): a failed
-            # resume leaves the run directory as it was.
-            save_config(cfg, run.config)
-        return loop.run()
-    finally:
+    ``run`` is an existing run directory (resume) or a function creating a new one: it is
+    called only once the runner is built and the disk checked, and the directory is removed
+    again if the runner fails to start, so a failed start leaves nothing to block a retry.
+    SIGTERM and SIGUSR1 stop the run as Ctrl-C does (:mod:`shoal.run.preemption`).
+    """
+    from shoal.run.checkpoint import checkpoint_fits
+    from shoal.run.loop import RunLoop
+    from shoal.run.preemption import preemption_signals
+    from shoal.runners import runner_for
+    from shoal.sync.segments import sweep_dead_segments
+
+    sweep_dead_segments()
+    with preemption_signals():
+        runner = _build_runner(runner_for(cfg), cfg)
+        loop = None
+        fresh = not isinstance(run, RunDir)
         try:
-            runner.stop()
+            if isinstance(run, RunDir):
+                run.check_writable(checkpoint.stat().st_size if checkpoint else 0)
+            else:
+                run = run()
+                save_config(cfg, run.config)
+                run.check_writable(runner.checkpoint_bytes())
+            with checkpoint_fits(checkpoint or run.checkpoint):
+                loop = RunLoop(runner, run, resume=resume, title=_title(cfg))
+            if resume is not None:
+                # Only once the checkpoint has loaded into this config (same shapes): a
+                # failed resume leaves the run directory as it was.
+                save_config(cfg, run.config)
+            return loop.run()
+        except BaseException:
+            if fresh and isinstance(run, RunDir) and (loop is None or not loop.started):
+                shutil.rmtree(run.path, ignore_errors=True)
+            raise
         finally:
-            runner.close()
+            try:
+                runner.stop()
+            finally:
+                runner.close()
+
+
+def _build_runner(cls: Any, cfg: Config) -> Any:
+    """The runner, or a one-line error when its parts do not fit in memory."""
+    try:
+        return cls(cfg)
+    except MemoryError:
+        raise ConfigError(
+            "the run's parts do not fit in memory (config key 'replay.capacity' is "
+            f"{cfg.replay.capacity}): lower it"
+        ) from None
 
 
 def _title(cfg: Config) -> str:
@@ -87,17 +129,53 @@ def train(
                 f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
                 f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
             )
+        if cfg.env.id != saved.env.id:
+            raise ConfigError(
+                f"config key 'env.id': {cfg.env.id!r} cannot resume a run trained on "
+                f"{saved.env.id!r} (its networks and replay are that env's)"
+            )
         runner_for(cfg).preflight(cfg)
+        check_device(cfg)
+        run.check_writable()
+        run.sweep()
         state = load_checkpoint(run.checkpoint)
-        return _run(cfg, run, resume=state)
+        _check_unfinished(cfg, state, run)
+        return _run(cfg, run, resume=state, checkpoint=run.checkpoint)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
     runner_for(cfg).preflight(cfg)
-    run = RunDir.create(cfg.run.out, cfg.run.name or cfg.env.id.replace("/", "_"), run_dir)
-    save_config(cfg, run.config)
-    return _run(cfg, run)
+    check_device(cfg)
+    name = cfg.run.name or cfg.env.id.replace("/", "_").replace(":", "_")
+    return _run(cfg, lambda: RunDir.create(cfg.run.out, name, run_dir))
+
+
+def check_device(cfg: Config) -> None:
+    """``run.device`` names a device this machine has (before any work)."""
+    import torch
+
+    device = cfg.run.device
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ConfigError(
+            f"config key 'run.device': {device!r}, but this machine has no CUDA device "
+            "(torch.cuda.is_available() is False); use 'auto' or 'cpu'"
+        )
+
+
+def _check_unfinished(cfg: Config, state: dict[str, Any], run: RunDir) -> None:
+    """A resume that would train nothing says so, and how to train on."""
+    loop = state["loop"]
+    if loop["step"] >= cfg.run.total_steps:
+        raise ConfigError(
+            f"run '{run.path}' already reached run.total_steps = {cfg.run.total_steps} "
+            f"(step {loop['step']}); to train on, resume with --set run.total_steps=MORE"
+        )
+    if cfg.run.stop_return is not None and loop.get("solved_step") is not None:
+        raise ConfigError(
+            f"run '{run.path}' was solved at step {loop['solved_step']} (run.stop_return = "
+            f"{cfg.run.stop_return}); to train on, resume with --set run.stop_return=none"
+        )
 
 
 def train_dqn(
@@ -148,7 +226,7 @@ def train_dqn(
 
 def _open_checkpoint(
     run_dir: str | Path, episodes: int, checkpoint: str
-) -> tuple[Config, dict[str, Any]]:
+) -> tuple[Config, dict[str, Any], Path]:
     """A finished or stopped run's config and its ``best`` or ``latest`` checkpoint."""
     from shoal.run.checkpoint import load_checkpoint
 
@@ -161,7 +239,7 @@ def _open_checkpoint(
     path = run.best if checkpoint == "best" else run.checkpoint
     if checkpoint == "best" and not path.is_file():
         path = run.checkpoint  # a run stopped before its first evaluation has only latest
-    return cfg, load_checkpoint(path)
+    return cfg, load_checkpoint(path, best=path == run.best), path
 
 
 def _multi_agent(cfg: Config) -> bool:
@@ -180,11 +258,13 @@ def evaluate_run(
     ``episodes`` fresh episodes (a multi-agent run: the collective return of each), as
     the run's runner evaluates its checkpoints. The default ``seed`` (the run's + 1) gives
     starts the training-time evaluations never saw."""
+    from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
-    cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
+    cfg, state, path = _open_checkpoint(run_dir, episodes, checkpoint)
     seed = cfg.run.seed + 1 if seed is None else seed
-    return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
+    with checkpoint_fits(path, "the run's config"):
+        return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
 
 
 def play_run(
@@ -201,16 +281,18 @@ def play_run(
     seed derived from ``seed`` (default: the run's seed + 1, starts its evaluations never
     saw) and k, so two runs, or trained and random agents (``epsilon=1``), meet the same
     worlds."""
+    from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners.agents.epochs import play_checkpoint
 
-    cfg, state = _open_checkpoint(run_dir, episodes, checkpoint)
+    cfg, state, path = _open_checkpoint(run_dir, episodes, checkpoint)
     if not _multi_agent(cfg):
         raise ConfigError(
             f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
             "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
         )
     base = cfg.run.seed + 1 if seed is None else seed
-    return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
+    with checkpoint_fits(path, "the run's config"):
+        return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
 
 
 def plot(run_dir: str | Path) -> Path:

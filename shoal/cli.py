@@ -48,6 +48,23 @@ def _parser() -> argparse.ArgumentParser:
     _eval_parser(sub)
     pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
     pl.add_argument("run_dir", metavar="RUN_DIR")
+    up = sub.add_parser(
+        "upgrade",
+        help="convert a trusted run's checkpoints from an older shoal to the safe format",
+        description=(
+            "Checkpoints of shoal before shoal-checkpoint-v3 pickled numpy arrays and\n"
+            "objects, so reading them can run code; shoal now reads checkpoints with\n"
+            "torch.load(weights_only=True) and refuses them. If you trust the run (you made\n"
+            "it), this rewrites each checkpoint in the safe format, atomically."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    up.add_argument("run_dir", metavar="RUN_DIR")
+    up.add_argument(
+        "--trust",
+        action="store_true",
+        help="required: reading the old files runs whatever they hold",
+    )
     _sudoku_parser(sub)
     _mapf_parser(sub)
     return parser
@@ -269,14 +286,8 @@ def _train(args: argparse.Namespace) -> int:
             result = train(resume=args.resume, overrides=overrides)
         else:
             result = train(args.config, overrides=overrides, run_dir=args.run_dir)
-    except KeyboardInterrupt:
-        where = f" in {target}" if target else ""
-        print(
-            f"shoal: interrupted; checkpoint saved{where}; continue with "
-            "`shoal train --resume RUN_DIR`",
-            file=sys.stderr,
-        )
-        return 130
+    except KeyboardInterrupt as e:
+        return _interrupted(e, target)
     solved = (
         f", solved at step {result.solved_step} ({result.solved_wall_seconds:.1f} s)"
         if result.solved_step is not None
@@ -288,6 +299,24 @@ def _train(args: argparse.Namespace) -> int:
         f"{result.wall_seconds:.1f} s{solved}"
     )
     return 0
+
+
+def _interrupted(e: KeyboardInterrupt, target: str | None) -> int:
+    """The line after Ctrl-C, SIGTERM or SIGUSR1 stopped a run (its checkpoint written):
+    where it is and how to go on. Exit code 130 for Ctrl-C, 128 + the signal otherwise."""
+    from shoal.run.preemption import Preempted
+
+    run_dir = getattr(e, "run_dir", None) or target
+    why = f"stopped by {e.args[0]}" if isinstance(e, Preempted) else "interrupted"
+    if run_dir is None:  # cut before the run directory existed: nothing to resume
+        print(f"shoal: {why} before training started; nothing was saved", file=sys.stderr)
+    else:
+        print(
+            f"shoal: {why}; checkpoint saved in {run_dir}; continue with "
+            f"`shoal train --resume {run_dir}`",
+            file=sys.stderr,
+        )
+    return e.exit_code if isinstance(e, Preempted) else 130
 
 
 def _workers_override(args: argparse.Namespace, overrides: list[str]) -> str:
@@ -324,6 +353,25 @@ def _plot(args: argparse.Namespace) -> int:
     from shoal.api import plot
 
     print(plot(args.run_dir))
+    return 0
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from shoal.run.checkpoint import upgrade_checkpoint
+    from shoal.run.directory import RunDir
+
+    if not args.trust:
+        raise ShoalError(
+            "upgrade reads checkpoints with the unsafe loader, which runs any code they hold: "
+            "add --trust if you trust the run"
+        )
+    run = RunDir.open(args.run_dir)
+    paths = sorted(run.checkpoint.parent.glob("*.pt"))
+    if not paths:
+        raise ShoalError(f"run directory '{run.path}' has no checkpoints")
+    for path in paths:
+        done = upgrade_checkpoint(path)
+        print(f"{path}: {'upgraded' if done else 'already safe'}")
     return 0
 
 
@@ -403,7 +451,14 @@ def _mapf(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``shoal`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
-    handlers = {"train": _train, "eval": _eval, "plot": _plot, "sudoku": _sudoku, "mapf": _mapf}
+    handlers = {
+        "train": _train,
+        "eval": _eval,
+        "plot": _plot,
+        "upgrade": _upgrade,
+        "sudoku": _sudoku,
+        "mapf": _mapf,
+    }
     try:
         return handlers[args.command](args)
     except ShoalError as e:

@@ -19,10 +19,13 @@ import dataclasses
 import functools
 import inspect
 import math
+import reprlib
 import sys
 import textwrap
 import types
 import typing
+import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,8 +57,30 @@ __all__ = [
 PRESET_DIR = Path(__file__).parent / "presets"
 
 
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+"""Every integer key is also held to the int64 range, whatever its own rules say: the
+values reach numpy and torch (array sizes, seeds, counters), where a larger one overflows
+with a traceback deep in a run instead of a message naming the key."""
+
+SEED_MAX = INT64_MAX
+"""Largest ``run.seed``: torch.manual_seed takes < 2**64 but numpy and C paths that store
+a seed as a signed 64-bit integer need < 2**63."""
+MAX_WIDTH = 2**20
+"""Largest layer width or channel count: far beyond any net that fits in memory, and small
+enough that torch's size products (batch x width) stay far from int64 overflow."""
+MAX_BATCH = 2**24
+"""Largest batch of transitions (or of evaluation episodes): ~16M, beyond real use, and
+small enough that batch x observation size cannot overflow an array's byte count."""
+MAX_CAPACITY = 2**40
+"""Largest replay capacity: ~1.1e12 transitions, 1000x the largest replays in the
+literature; more overflows numpy's array byte count for image observations."""
+
+
 def param(default: Any, **rules: Any) -> Any:
-    """A dataclass field carrying validation rules (ge, gt, le, lt, choices) as metadata."""
+    """A dataclass field carrying validation rules as metadata: bounds ``ge``, ``gt``,
+    ``le``, ``lt`` (combined: ``ge=0.0, le=1.0`` allows 0.0 <= value <= 1.0), ``choices``,
+    and for lists ``allow_empty`` (the bounds then apply to each element)."""
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=rules)
     return field(default=default, metadata=rules)
@@ -74,19 +99,20 @@ class EnvConfig:
     with a bounded 1-D Box (hybrid actions)."""
     max_episode_steps: int | None = param(None, gt=0)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
-    step_cost_us: float = param(0.0, ge=0.0)
-    """Extra microseconds per env step (benchmarks: models a costlier env)."""
+    step_cost_us: float = param(0.0, ge=0.0, le=1e9)
+    """Extra microseconds per env step (benchmarks: models a costlier env); at most 1e9, i.e.
+    1000 s a step (far larger values overflow time.sleep)."""
     step_cost_kind: str = param("sleep", choices=("sleep", "spin"))
     """How the extra cost is spent: 'sleep' (GIL released, like a simulator in C) or
     'spin' (GIL held, like a pure-Python env)."""
-    num_envs: int = param(1, gt=0)
+    num_envs: int = param(1, gt=0, le=65_536)
     """Envs each actor steps side by side, with one batched forward for all of them (the
     serial runner, the threads runner's acting thread, each rollout worker, each Ray actor)."""
     vector: str = param("sync", choices=VECTOR_ENGINES)
     """How an actor's envs are stepped: 'sync' (in turn, in the actor's process), 'async'
     (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's C++ pool,
     outside the GIL; an optional extra, for the ids envpool knows)."""
-    frame_stack: int = param(1, gt=0)
+    frame_stack: int = param(1, gt=0, le=1024)
     """Observations are the last K frames stacked (2-D byte frames only: Atari's grey
     screens, where 4 is the standard); replay then keeps each frame once."""
     sticky_actions: float | None = param(None, ge=0.0, le=1.0)
@@ -102,14 +128,14 @@ class EnvConfig:
 class DQNConfig:
     """The DQN learner: network, loss and optimizer."""
 
-    hidden: list[int] = param([128, 128], gt=0)
+    hidden: list[int] = param([128, 128], gt=0, le=MAX_WIDTH)
     """Hidden layer widths of the Q-network MLP."""
     dueling: bool = True
     """Use a dueling head (separate value and advantage streams)."""
-    board: list[int] = param([], gt=0, allow_empty=True)
+    board: list[int] = param([], gt=0, le=2**16, allow_empty=True)
     """[height, width, channels] of a board at the start of each observation (stored
     height x width x channels) to read with convolutions; empty: a plain MLP."""
-    conv: list[int] = param([64, 64], gt=0)
+    conv: list[int] = param([64, 64], gt=0, le=MAX_WIDTH)
     """Channels of the 3x3 convolutions over ``board`` (used only when board is set)."""
     encoder: str = param("auto", choices=("auto", "mlp", "minatar", "nature"))
     """How image observations are read: 'minatar' (one 3x3 conv of 16, MinAtar's), 'nature'
@@ -119,13 +145,13 @@ class DQNConfig:
     """Double DQN: pick the next action with the online net, value it with the target net."""
     gamma: float = param(0.99, ge=0.0, le=1.0)
     """Discount factor."""
-    n_step: int = param(3, ge=1)
+    n_step: int = param(3, ge=1, le=2**16)
     """Steps of real reward before bootstrapping (n-step returns)."""
     lr: float = param(1e-3, gt=0.0)
     """Adam learning rate."""
     adam_eps: float = param(1e-8, gt=0.0)
     """Adam epsilon."""
-    batch_size: int = param(64, gt=0)
+    batch_size: int = param(64, gt=0, le=MAX_BATCH)
     """Transitions per gradient step."""
     huber_delta: float = param(1.0, gt=0.0)
     """Huber loss threshold between the quadratic and linear parts."""
@@ -147,12 +173,13 @@ class DQNConfig:
 class ReplayConfig:
     """The replay buffer and how it is sampled."""
 
-    capacity: int = param(100_000, gt=0)
+    capacity: int = param(100_000, gt=0, le=MAX_CAPACITY)
     """Transitions kept; the oldest are overwritten."""
     prioritized: bool = False
     """Sample by TD-error priority (proportional PER) instead of uniformly."""
-    alpha: float = param(0.6, ge=0.0)
-    """Priority exponent: 0 is uniform, 1 fully proportional."""
+    alpha: float = param(0.6, ge=0.0, le=10.0)
+    """Priority exponent: 0 is uniform, 1 fully proportional (at most 10: priorities are
+    raised to it, and a larger one overflows them to inf or underflows them to 0)."""
     beta: float = param(0.4, ge=0.0, le=1.0)
     """Initial importance-sampling exponent, annealed to beta_final."""
     beta_final: float = param(1.0, ge=0.0, le=1.0)
@@ -201,7 +228,7 @@ class RunConfig:
     """Most of the run's wall time evaluations may take: an evaluation due by eval_every
     waits while those so far took more than this share (1: never wait). A world with long
     episodes otherwise spends most of its run evaluating."""
-    eval_episodes: int = param(20, gt=0)
+    eval_episodes: int = param(20, gt=0, le=MAX_BATCH)
     """Episodes per greedy evaluation (single-agent envs run side by side, one batched
     forward per step; a multi-agent world plays them one after another)."""
     stop_return: float | None = None
@@ -212,11 +239,11 @@ class RunConfig:
     bar is picked on the noise of its fixed starts)."""
     checkpoint_every: int = param(10_000, gt=0)
     """Env steps between checkpoints (taken at the next episode boundary)."""
-    seed: int = param(0, ge=0)
-    """Seed for the network, exploration, replay sampling and env resets."""
+    seed: int = param(0, ge=0, le=SEED_MAX)
+    """Seed for the network, exploration, replay sampling and env resets (0 to 2**63 - 1)."""
     device: str = param("auto", choices=("auto", "cpu", "cuda"))
     """'auto' uses CUDA when present, CPU otherwise."""
-    torch_threads: int = param(1, ge=0)
+    torch_threads: int = param(1, ge=0, le=4096)
     """torch intra-op threads (0: torch's default); small nets run fastest on 1."""
     out: str = "runs"
     """Directory under which run directories are created."""
@@ -264,15 +291,20 @@ class Config:
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one."""
-        from shoal.runners import runner_class
+        from shoal.runners import runner_class, runner_names
 
         for name, section in self.sections():
             validate_fields(section, f"{name}.")
-        runner_class(self.run.runner)  # an unregistered name is a one-line ConfigError
+        if self.run.runner not in runner_names():  # checked here to cut a long name short
+            allowed = ", ".join(_show(n) for n in runner_names())
+            raise ConfigError(
+                f"config key 'run.runner': {_show(self.run.runner)} is not one of {allowed}"
+            )
+        runner_class(self.run.runner)  # imports the runner, so a broken one fails here
         if self.dqn.board and len(self.dqn.board) != 3:
             raise ConfigError(
-                f"config key 'dqn.board': {self.dqn.board!r} must be [height, width, channels] "
-                "or empty"
+                f"config key 'dqn.board': {_show(self.dqn.board)} must be "
+                "[height, width, channels] or empty"
             )
         if self.explore.eps_end > self.explore.eps_start:
             raise ConfigError(
@@ -294,14 +326,13 @@ def _section_items(cfg: Any) -> list[tuple[str, Any]]:
 
 
 def validate_fields(obj: Any, prefix: str = "") -> None:
-    """Check (and losslessly convert, e.g. int -> float) every field of a config dataclass
-    against its type and ``param`` rules; ConfigError names ``prefix + field``."""
+    """Check (and losslessly convert, e.g. int -> float, 1e5 -> 100000) every field of a
+    config dataclass against its type and ``param`` rules; ConfigError names
+    ``prefix + field``, the bad value and what is allowed."""
     hints = _hints(type(obj))
     for f in dataclasses.fields(obj):
         key = f"{prefix}{f.name}"
-        value = _check_type(key, getattr(obj, f.name), hints[f.name])
-        _check_rules(key, value, f.metadata)
-        setattr(obj, f.name, value)
+        setattr(obj, f.name, _check_value(key, getattr(obj, f.name), hints[f.name], f.metadata))
 
 
 @functools.cache
@@ -309,71 +340,177 @@ def _hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
-def _type_name(tp: Any) -> str:
+class _ShortRepr(reprlib.Repr):
+    """repr() cut short, so that a huge or deeply nested value gives a one-line message
+    (reprlib also keeps repr's escapes: a newline in a value never splits the line)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel, self.maxlist, self.maxtuple, self.maxdict = 3, 8, 8, 6
+        self.maxstring, self.maxother, self.maxlong = 80, 80, 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        # Python refuses to print an int of more than 4300 digits (ValueError).
+        if x.bit_length() > 14_000:
+            return f"<an integer of about {int(x.bit_length() * math.log10(2)) + 1} digits>"
+        return super().repr_int(x, level)
+
+
+_short_repr = _ShortRepr()
+
+
+def _show(value: Any) -> str:
+    """``value`` as a message shows it: its repr, cut short."""
+    return _short_repr.repr(value)
+
+
+_SINGULAR = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+_PLURAL = {int: "integers", float: "numbers", bool: "true/false values", str: "strings"}
+
+
+def _type_name(tp: Any, rules: Mapping[str, Any] | None = None) -> str:
+    """What a value of type ``tp`` must be, in words (with a key's choices, if any)."""
     origin = typing.get_origin(tp)
     if origin is list:
-        return f"a list of {_type_name(typing.get_args(tp)[0])}"
+        inner = typing.get_args(tp)[0]
+        return f"a list of {_PLURAL.get(inner) or _type_name(inner)}"
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return " or ".join(_type_name(a) for a in args) + " or none"
-    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}[tp]
+        return " or ".join(_type_name(a, rules) for a in args) + " or none"
+    if rules and "choices" in rules:
+        return "one of " + ", ".join(_show(c) for c in rules["choices"])
+    return _SINGULAR.get(tp) or f"a {getattr(tp, '__name__', tp)}"
 
 
-def _check_type(key: str, value: Any, tp: Any) -> Any:
-    """Return value converted to tp where lossless (int -> float), else raise ConfigError."""
+def _check_value(key: str, value: Any, tp: Any, rules: Mapping[str, Any]) -> Any:
+    """``value`` checked against type ``tp`` and ``rules`` and converted where lossless;
+    ConfigError names the key, the value and what is allowed."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is list:
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {value!r}")
-        return [_check_type(f"{key}[{i}]", v, args[0]) for i, v in enumerate(value)]
+            raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {_show(value)}")
+        if not value and not rules.get("allow_empty", False):
+            raise ConfigError(
+                f"config key '{key}': must not be empty; allowed: {_type_name(tp)}, at least one"
+            )
+        return [_check_value(f"{key}[{i}]", v, args[0], rules) for i, v in enumerate(value)]
     if type(None) in args:
         if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
             return None
-        inner = [a for a in args if a is not type(None)]
-        try:
-            return _check_type(key, value, inner[0])
-        except ConfigError:
-            raise ConfigError(
-                f"config key '{key}': expected {_type_name(tp)}, got {value!r}"
-            ) from None
-    ok = (
-        (tp is bool and isinstance(value, bool))
-        or (tp is int and isinstance(value, int) and not isinstance(value, bool))
-        or (tp is float and isinstance(value, (int, float)) and not isinstance(value, bool))
-        or (tp is str and isinstance(value, str))
-    )
-    if not ok:
-        raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {value!r}")
+        inner = next(a for a in args if a is not type(None))
+        converted = _convert(key, value, inner, rules, or_none=True)
+        _check_bounds(key, converted, value, rules)
+        return converted
+    converted = _convert(key, value, tp, rules)
+    _check_bounds(key, converted, value, rules)
+    return converted
+
+
+def _convert(
+    key: str, value: Any, tp: Any, rules: Mapping[str, Any], *, or_none: bool = False
+) -> Any:
+    """``value`` as a scalar of type ``tp`` where that is lossless, else ConfigError
+    (saying that none would do too, for an optional key)."""
+
+    def wrong(what: str = "") -> ConfigError:
+        expected = (what or _type_name(tp, rules)) + (" or none" if or_none else "")
+        return ConfigError(f"config key '{key}': expected {expected}, got {_show(value)}")
+
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise wrong()
+        return value
+    if tp is int:
+        # bool is an int subclass, but `true` for a count is a slip, not a number.
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float):
+            # 1e5 and 100000.0 are written as floats but name an integer exactly; 1.5,
+            # inf and nan name none.
+            if math.isfinite(value) and value.is_integer():
+                return int(value)
+            raise wrong("an integer (a whole number, e.g. 1000 or 1e3)")
+        raise wrong()
     if tp is float:
-        value = float(value)
-        if not math.isfinite(value):
-            raise ConfigError(f"config key '{key}': expected a finite number, got {value!r}")
-    return value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise wrong()
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float's range (~1.8e308)
+            number = math.inf
+        if not math.isfinite(number):
+            raise wrong("a finite number")
+        return number
+    if tp is str:
+        if not isinstance(value, str):
+            raise wrong()
+        # A NUL, a newline or an escape sequence in a name or path breaks the run
+        # directory and the logs, and a lone surrogate (undecodable command-line bytes)
+        # cannot even be written out as UTF-8.
+        bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cs")), None)
+        if bad is not None:
+            raise ConfigError(
+                f"config key '{key}': {_show(value)} holds the character {bad!r}; "
+                "allowed: UTF-8 text without control characters"
+            )
+        return value
+    if isinstance(tp, type) and isinstance(value, tp):  # a field type without rules here
+        return value
+    raise wrong()
 
 
-def _check_rules(key: str, value: Any, rules: typing.Mapping[str, Any]) -> None:
-    if value is None:
-        return
-    if isinstance(value, list):
-        if not value and not rules.get("allow_empty", False):
-            raise ConfigError(f"config key '{key}': must not be empty")
-        for i, v in enumerate(value):
-            _check_rules(f"{key}[{i}]", v, rules)
-        return
-    checks = {
-        "gt": (lambda v, b: v > b, "> {}"),
-        "ge": (lambda v, b: v >= b, ">= {}"),
-        "lt": (lambda v, b: v < b, "< {}"),
-        "le": (lambda v, b: v <= b, "<= {}"),
-    }
-    for name, (ok, text) in checks.items():
-        if name in rules and not ok(value, rules[name]):
-            allowed = " and ".join(text.format(rules[n]) for n in checks if n in rules)
-            raise ConfigError(f"config key '{key}': {value!r} is out of range; allowed: {allowed}")
+_OPS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
+
+
+def _bounds(value: Any, rules: Mapping[str, Any]) -> tuple[Any, str | None, Any, str | None]:
+    """(lower, "gt"/"ge", upper, "lt"/"le") in force for ``value``: the tightest of the
+    declared ones, and for an integer the int64 range too (None where there is none)."""
+    lower: tuple[Any, str | None] = (None, None)
+    upper: tuple[Any, str | None] = (None, None)
+    if isinstance(value, int) and not isinstance(value, bool):
+        lower, upper = (INT64_MIN, "ge"), (INT64_MAX, "le")
+    for op in ("ge", "gt"):
+        if op in rules:
+            b = rules[op]
+            # A higher bound is tighter; at the same bound, "gt" (open) is tighter.
+            if lower[0] is None or b > lower[0] or (b == lower[0] and op == "gt"):
+                lower = (b, op)
+    for op in ("le", "lt"):
+        if op in rules:
+            b = rules[op]
+            if upper[0] is None or b < upper[0] or (b == upper[0] and op == "lt"):
+                upper = (b, op)
+    return lower[0], lower[1], upper[0], upper[1]
+
+
+def _allowed_range(lo: Any, lo_op: str | None, hi: Any, hi_op: str | None) -> str:
+    """Bounds in words: ``0.0 <= value <= 1.0``, ``> 0`` or ``< 1``."""
+    if lo_op and hi_op:
+        return f"{lo} {'<' if lo_op == 'gt' else '<='} value {_OPS[hi_op]} {hi}"
+    if lo_op:
+        return f"{_OPS[lo_op]} {lo}"
+    if hi_op:
+        return f"{_OPS[hi_op]} {hi}"
+    return "any value"
+
+
+def _check_bounds(key: str, value: Any, shown: Any, rules: Mapping[str, Any]) -> None:
+    """ConfigError unless ``value`` (shown as the ``shown`` the user gave) is within the
+    bounds and choices of ``rules``."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        lo, lo_op, hi, hi_op = _bounds(value, rules)
+        ok = (lo_op is None or (value > lo if lo_op == "gt" else value >= lo)) and (
+            hi_op is None or (value < hi if hi_op == "lt" else value <= hi)
+        )
+        if not ok:
+            raise ConfigError(
+                f"config key '{key}': {_show(shown)} is out of range; "
+                f"allowed: {_allowed_range(lo, lo_op, hi, hi_op)}"
+            )
     if "choices" in rules and value not in rules["choices"]:
-        allowed = ", ".join(repr(c) for c in rules["choices"])
-        raise ConfigError(f"config key '{key}': {value!r} is not one of {allowed}")
+        allowed = ", ".join(_show(c) for c in rules["choices"])
+        raise ConfigError(f"config key '{key}': {_show(shown)} is not one of {allowed}")
 
 
 def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
@@ -388,43 +525,84 @@ def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _apply(cfg: Config, data: typing.Mapping[str, Any], source: str) -> None:
+def _apply(cfg: Config, data: Mapping[str, Any], source: str) -> None:
+    """Set ``data``'s ``{section: {key: value}}`` on ``cfg`` as given (checked later, by
+    validation); ConfigError for an unknown section or key, naming ``source``."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a table of sections, got {_show(data)}")
     sections = {name for name, _ in _section_items(cfg)}
     for name, values in data.items():
         if name not in sections:
             raise ConfigError(
-                f"{source}: unknown config section '{name}'; allowed: {', '.join(sorted(sections))}"
+                f"{source}: unknown config section {_show(name)}; "
+                f"allowed: {', '.join(sorted(sections))}"
             )
-        if not isinstance(values, dict):
-            raise ConfigError(f"{source}: '{name}' must be a table of keys, got {values!r}")
+        if not isinstance(values, Mapping):
+            raise ConfigError(
+                f"{source}: {_show(name)} must be a table of keys, got {_show(values)}"
+            )
         obj = getattr(cfg, name)
         keys = {f.name for f in dataclasses.fields(obj)}
         for key, value in values.items():
             if key not in keys:
                 raise ConfigError(
-                    f"{source}: unknown config key '{name}.{key}'; keys of [{name}]: "
+                    f"{source}: unknown config key {_show(f'{name}.{key}')}; keys of [{name}]: "
                     f"{', '.join(sorted(keys))}"
                 )
             setattr(obj, key, value)
 
 
-def _parse_override(text: str) -> tuple[str, str, Any]:
+def _apply_override(holder: Any, text: str, source: str) -> None:
+    """Apply one ``SECTION.KEY=VALUE`` override to ``holder``, a :class:`Config` or a
+    dataclass of sections; errors name ``source``."""
+    section, key, raw = _parse_override(text)
+    value = parse_value(raw)
+    if not isinstance(value, str) and _is_text_key(holder, section, key):
+        # `--set run.name=2024` names a run "2024": TOML alone would read an integer (or a
+        # date, nan, true), which a text key then rejects.
+        value = raw.strip()
+    _apply(holder, {section: {key: value}}, source)
+
+
+def _is_text_key(holder: Any, section: str, key: str) -> bool:
+    """Whether ``section.key`` exists in ``holder`` and holds text (``str`` or ``str | None``)."""
+    obj = dict(_section_items(holder)).get(section)
+    if obj is None or key not in {f.name for f in dataclasses.fields(obj)}:
+        return False
+    tp = _hints(type(obj))[key]
+    return tp is str or (
+        typing.get_origin(tp) in (typing.Union, types.UnionType)
+        and set(typing.get_args(tp)) == {str, type(None)}
+    )
+
+
+def _parse_override(text: str) -> tuple[str, str, str]:
+    """``SECTION.KEY=VALUE`` as (section, key, the value's text)."""
+    if not isinstance(text, str):
+        raise ConfigError(f"override {_show(text)}: expected a string SECTION.KEY=VALUE")
     if "=" not in text:
-        raise ConfigError(f"override {text!r}: expected SECTION.KEY=VALUE, e.g. dqn.lr=1e-3")
+        raise ConfigError(f"override {_show(text)}: expected SECTION.KEY=VALUE, e.g. dqn.lr=1e-3")
     path, raw = text.split("=", 1)
-    parts = path.strip().split(".")
+    parts = [p.strip() for p in path.split(".")]
     if len(parts) != 2 or not all(parts):
-        raise ConfigError(f"override {text!r}: the key must be SECTION.KEY, e.g. dqn.lr")
-    return parts[0], parts[1], parse_value(raw)
+        raise ConfigError(f"override {_show(text)}: the key must be SECTION.KEY, e.g. dqn.lr")
+    return parts[0], parts[1], raw
 
 
 def parse_value(raw: str) -> Any:
-    """A command-line value parsed as TOML; a bare word (`soft`, `CartPole-v1`) is a string."""
+    """A command-line value parsed as TOML; a bare word (`soft`, `CartPole-v1`) is a string.
+
+    Text that is not one TOML value stays a string, for validation to reject where a
+    string does not belong: a second key smuggled in after a newline (``1\\nx = 2``, which
+    TOML would read as 1 and drop the rest), an integer of more than 4300 digits (Python
+    refuses to read one) and nesting deeper than the parser's recursion.
+    """
     raw = raw.strip()
     try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+        doc = tomllib.loads(f"v = {raw}")
+    except (ValueError, RecursionError):  # TOMLDecodeError is a ValueError
         return raw
+    return doc["v"] if doc.keys() == {"v"} else raw
 
 
 def preset_names() -> list[str]:
@@ -433,16 +611,52 @@ def preset_names() -> list[str]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document in ``path``; ConfigError naming the file for one that is missing,
+    unreadable, not UTF-8 or not TOML."""
+    where = f"config file {str(path)!r}"  # repr: a newline in a name stays one line
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except FileNotFoundError:
-        raise ConfigError(f"config file '{path}' does not exist") from None
+        raise ConfigError(f"{where} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{where} is a directory, not a TOML file") from None
     except OSError as e:
-        raise ConfigError(f"config file '{path}' cannot be read: {e.strerror}") from None
+        raise ConfigError(f"{where} cannot be read: {e.strerror or e}") from None
+    except ValueError:  # the path holds a NUL byte, which no OS path can
+        raise ConfigError(f"{where} cannot be read: the path holds a NUL character") from None
+    try:
+        # TOML is UTF-8; the byte-order mark some editors write is dropped.
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(
+            f"{where} is not UTF-8 text (byte {data[e.start]:#04x} on line {line}, "
+            f"at offset {e.start}); "
+            "allowed: a TOML file in UTF-8"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"config file '{path}' is not valid TOML: {e}") from None
+        raise ConfigError(f"{where} is not valid TOML: {_one_line(str(e))}") from None
+    except RecursionError:
+        raise ConfigError(f"{where} is not valid TOML: its values nest too deeply") from None
+    except ValueError:  # Python will not read an integer of more than 4300 digits
+        raise ConfigError(f"{where} is not valid TOML: it holds a number too long") from None
+
+
+def _one_line(text: str) -> str:
+    """``text`` with its lines joined, so a message is always one line."""
+    return " ".join(text.split())
+
+
+def _is_path(src: str) -> bool:
+    """Whether ``src`` names an existing file, or one whose existence cannot be checked
+    (a path too long, behind a directory that cannot be read, holding a NUL): reading it
+    then says what is wrong with it."""
+    try:
+        return Path(src).exists()
+    except (OSError, ValueError):
+        return True
 
 
 def load_config(
@@ -452,6 +666,11 @@ def load_config(
 ) -> Config:
     """Build and validate a config.
 
+    Every bad input (a missing, unreadable or malformed file, an unknown section or key, a
+    value of the wrong type or out of range) raises a one-line
+    :class:`~shoal.errors.ConfigError` naming the key or the file, the value and what is
+    allowed.
+
     Args:
         source: a preset name (see :func:`preset_names`), a path to a TOML file, or None
             for the defaults.
@@ -460,23 +679,25 @@ def load_config(
         values: nested ``{section: {key: value}}`` applied after the source and before the
             overrides.
     """
+    if isinstance(overrides, str):  # a lone string would be applied character by character
+        raise ConfigError(
+            f"overrides {_show(overrides)}: expected a list of SECTION.KEY=VALUE strings"
+        )
     cfg = Config()
     if source is not None:
         src = str(source)
-        preset = PRESET_DIR / f"{src}.toml"
         if src in preset_names():
-            _apply(cfg, _read_toml(preset), f"preset '{src}'")
-        elif src.endswith(".toml") or Path(src).exists():
-            _apply(cfg, _read_toml(Path(src)), f"config file '{src}'")
+            _apply(cfg, _read_toml(PRESET_DIR / f"{src}.toml"), f"preset '{src}'")
+        elif src.endswith(".toml") or _is_path(src):
+            _apply(cfg, _read_toml(Path(src)), f"config file {src!r}")
         else:
             raise ConfigError(
-                f"'{src}' is neither a preset ({', '.join(preset_names())}) nor a TOML file"
+                f"{src!r} is neither a preset ({', '.join(preset_names())}) nor a TOML file"
             )
     if values:
         _apply(cfg, values, "config")
     for text in overrides:
-        section, key, value = _parse_override(text)
-        _apply(cfg, {section: {key: value}}, f"override {text!r}")
+        _apply_override(cfg, text, f"override {_show(text)}")
     return cfg.validate()
 
 
@@ -578,22 +799,25 @@ def load_section(
         >>> load_section(Demo, "demo", overrides=["demo.lr=-1"])
         Traceback (most recent call last):
         ...
-        shoal.errors.ConfigError: config key 'demo.lr': -1.0 is out of range; allowed: > 0.0
+        shoal.errors.ConfigError: config key 'demo.lr': -1 is out of range; allowed: > 0.0
         >>> load_section(Demo, "demo", overrides=["run.seed=1"])
         Traceback (most recent call last):
         ...
         shoal.errors.ConfigError: override 'run.seed=1': unknown config section 'run'; allowed: demo
     """
+    if isinstance(overrides, str):  # a lone string would be applied character by character
+        raise ConfigError(f"overrides {_show(overrides)}: expected a list of KEY=VALUE strings")
     holder = _sections(name, cls())
     if source is not None:
-        _apply(holder, _read_toml(Path(source)), f"config file '{source}'")
+        _apply(holder, _read_toml(Path(source)), f"config file {str(source)!r}")
     if values:
-        _apply(holder, {name: dict(values)}, "config")
+        _apply(holder, {name: values}, "config")
     for text in overrides:
-        key, eq, _ = text.partition("=")
-        qualified = text if "." in key or not eq else f"{name}.{text.lstrip()}"
-        section, key, value = _parse_override(qualified)
-        _apply(holder, {section: {key: value}}, f"override {text!r}")
+        qualified = text
+        if isinstance(text, str):
+            key, eq, _ = text.partition("=")
+            qualified = text if "." in key or not eq else f"{name}.{text.lstrip()}"
+        _apply_override(holder, qualified, f"override {_show(text)}")
     obj = getattr(holder, name)
     validate = getattr(obj, "validate", None)
     if callable(validate):

@@ -21,14 +21,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import re
 import types
 import typing
 from collections.abc import Collection, Mapping
 from typing import Any, TypeVar
 
-from shoal.config import field_docs
+from shoal.config import INT64_MAX, INT64_MIN, field_docs
 
-__all__ = ["add_options", "option", "parse_options", "positive_int"]
+__all__ = [
+    "add_options",
+    "finite_float",
+    "integer",
+    "non_negative_int",
+    "option",
+    "parse_options",
+    "positive_int",
+]
 
 T = TypeVar("T")
 
@@ -49,15 +59,70 @@ def option(
     return dataclasses.field(default=default, metadata=meta)
 
 
+def _quote(text: str) -> str:
+    """``text`` quoted for a message, cut short so that the message stays one line."""
+    return repr(text if len(text) <= 60 else f"{text[:30]}...{text[-20:]}")
+
+
+def _whole(text: str, lo: int, hi: int, what: str) -> int:
+    """``text`` as an integer in [lo, hi]: written as one (``100000``, ``1_000``) or as a
+    number that is one exactly (``1e5``, ``100000.0``), as ``--set`` allows; ``hi`` is at
+    most the int64 range, since the value reaches numpy and torch."""
+    s = text.strip()
+    try:
+        value = int(s)
+    except ValueError:
+        if re.fullmatch(r"[+-]?[0-9_]+", s):  # digits, but more than Python will read
+            raise argparse.ArgumentTypeError(
+                f"{_quote(text)} is out of range; allowed: {what} from {lo} to {hi}"
+            ) from None
+        try:
+            number = float(s)
+        except ValueError:
+            number = math.nan
+        if not (math.isfinite(number) and number.is_integer()):
+            raise argparse.ArgumentTypeError(
+                f"expected {what} (a whole number, e.g. 1000 or 1e3), got {_quote(text)}"
+            ) from None
+        value = int(number)
+    if not lo <= value <= hi:
+        raise argparse.ArgumentTypeError(
+            f"{_quote(text)} is out of range; allowed: {what} from {lo} to {hi}"
+        )
+    return value
+
+
+def integer(text: str) -> int:
+    """An argument that must be an integer in the int64 range (argparse's ``type``; the
+    default for ``int`` fields)."""
+    return _whole(text, INT64_MIN, INT64_MAX, "an integer")
+
+
 def positive_int(text: str) -> int:
     """An argument that must be a positive integer (argparse's ``type``)."""
+    return _whole(text, 1, INT64_MAX, "a positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    """An argument that must be an integer >= 0, e.g. a seed (argparse's ``type``)."""
+    return _whole(text, 0, INT64_MAX, "a non-negative integer")
+
+
+def finite_float(text: str) -> float:
+    """An argument that must be a finite number (argparse's ``type``; the default for
+    ``float`` fields): nan and inf would only fail later, far from the option."""
     try:
-        value = int(text)
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {_quote(text)}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {_quote(text)}")
     return value
+
+
+_DEFAULT_TYPES: dict[Any, Any] = {int: integer, float: finite_float}
+"""The parser of one value of a field's type, where argparse's own (``int``, ``float``)
+would take what a run cannot use: ``1e5`` refused, ``nan`` and 2**64 accepted."""
 
 
 def _value_type(tp: Any) -> tuple[Any, bool]:
@@ -90,7 +155,8 @@ def add_options(
         if tp is bool:  # a flag; one that is on by default also gets --no-NAME
             kwargs["action"] = argparse.BooleanOptionalAction if default else "store_true"
         else:
-            kwargs.update(type=meta.get("type") or tp, metavar=meta.get("metavar"))
+            parse = meta.get("type") or _DEFAULT_TYPES.get(tp, tp)
+            kwargs.update(type=parse, metavar=meta.get("metavar"))
             if meta.get("choices"):
                 kwargs["choices"] = tuple(meta["choices"])
             if many:

@@ -1,4 +1,7 @@
 import dataclasses
+import os
+import typing
+from dataclasses import dataclass
 
 import pytest
 
@@ -8,6 +11,8 @@ from shoal.config import (
     describe_config,
     field_docs,
     load_config,
+    load_section,
+    param,
     preset_names,
     save_config,
 )
@@ -47,14 +52,14 @@ def test_overrides_parse_toml_values_and_bare_words():
         ("dqn.lrr=1", ["dqn.lrr", "lr"]),
         ("foo.lr=1", ["foo", "dqn"]),
         ("dqn.lr=-1", ["dqn.lr", "-1", "> 0"]),
-        ("dqn.batch_size=0", ["dqn.batch_size", "0", "> 0"]),
+        ("dqn.batch_size=0", ["dqn.batch_size", "0", "0 < value <= 16777216"]),
         ("replay.capacity=-5", ["replay.capacity", "-5"]),
         ("dqn.hidden=[64, 0]", ["dqn.hidden[1]", "0"]),
         ("dqn.n_step=2.5", ["dqn.n_step", "2.5", "integer"]),
         ("run.seed=true", ["run.seed", "True", "integer"]),
         ("dqn.dueling=3", ["dqn.dueling", "true or false"]),
         ("dqn.target_update=medium", ["dqn.target_update", "medium", "'hard'"]),
-        ("dqn.gamma=1.5", ["dqn.gamma", "1.5", "<= 1"]),
+        ("dqn.gamma=1.5", ["dqn.gamma", "1.5", "allowed: 0.0 <= value <= 1.0"]),
         ("run.device=tpu", ["run.device", "tpu", "'cuda'"]),
         ("explore.eps_end=0.9", ["explore.eps_end", "0.9"]),
         ("lr=1", ["SECTION.KEY"]),
@@ -107,3 +112,281 @@ def test_board_shape_is_checked():
         load_config(None, ["dqn.board=[6, 7]"])
     with pytest.raises(ConfigError, match=r"dqn.board\[1\]"):
         load_config(None, ["dqn.board=[6, 0, 2]"])
+
+
+# --- Regressions: every bad input is a one-line ConfigError naming the key or the file,
+# the value and what is allowed.
+
+
+@dataclass
+class Bounded:
+    """Every combination of bounds that ``param`` supports."""
+
+    ge_le: float = param(0.5, ge=0.0, le=1.0)
+    gt_le: float = param(0.5, gt=0.0, le=1.0)
+    ge_lt: float = param(0.5, ge=0.0, lt=1.0)
+    gt_lt: float = param(0.5, gt=0.0, lt=1.0)
+    ge: float = param(0.5, ge=0.0)
+    gt: float = param(0.5, gt=0.0)
+    le: float = param(0.5, le=1.0)
+    lt: float = param(0.5, lt=1.0)
+    count: int = param(1, gt=0)
+    plain: int = 0
+
+
+def _bounded_error(override: str) -> str:
+    with pytest.raises(ConfigError) as e:
+        load_section(Bounded, "b", overrides=[override])
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    ("override", "allowed"),
+    [
+        ("ge_le=1.5", "0.0 <= value <= 1.0"),
+        ("ge_le=-0.5", "0.0 <= value <= 1.0"),
+        ("gt_le=0", "0.0 < value <= 1.0"),
+        ("ge_lt=1", "0.0 <= value < 1.0"),
+        ("gt_lt=1", "0.0 < value < 1.0"),
+        ("gt_lt=0.0", "0.0 < value < 1.0"),
+        ("ge=-1", ">= 0.0"),
+        ("gt=0", "> 0.0"),
+        ("le=2", "<= 1.0"),
+        ("lt=1", "< 1.0"),
+        # Integer keys are also held to int64 (numpy and torch would overflow past it).
+        ("count=0", f"0 < value <= {2**63 - 1}"),
+        (f"plain={2**63}", f"{-(2**63)} <= value <= {2**63 - 1}"),
+        (f"plain={-(2**63) - 1}", f"{-(2**63)} <= value <= {2**63 - 1}"),
+    ],
+)
+def test_bound_messages_state_the_range_the_check_applies(override, allowed):
+    key, value = override.split("=")
+    message = _bounded_error(override)
+    assert message == f"config key 'b.{key}': {value} is out of range; allowed: {allowed}"
+
+
+def test_values_on_the_bounds_are_accepted():
+    got = load_section(
+        Bounded,
+        "b",
+        overrides=["ge_le=0", "gt_le=1", "ge_lt=0", "ge=0", "le=1", f"plain={2**63 - 1}"],
+    )
+    assert (got.ge_le, got.gt_le, got.ge_lt, got.plain) == (0.0, 1.0, 0.0, 2**63 - 1)
+
+
+@pytest.mark.parametrize("text", ["1e5", "100000.0", "1E5", "1_00_000", "100000"])
+def test_integer_keys_take_floats_that_are_exact_integers(text):
+    cfg = load_config(None, [f"run.total_steps={text}", "dqn.hidden=[1e2, 64.0]"])
+    assert cfg.run.total_steps == 100_000 and type(cfg.run.total_steps) is int
+    assert cfg.dqn.hidden == [100, 64] and all(type(h) is int for h in cfg.dqn.hidden)
+
+
+def test_integer_keys_take_exact_integer_floats_from_toml_files(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[run]\ntotal_steps = 1e5\nseed = 7.0\n[replay]\ncapacity = 2.5e4\n")
+    cfg = load_config(path)
+    assert (cfg.run.total_steps, cfg.run.seed, cfg.replay.capacity) == (100_000, 7, 25_000)
+    assert type(cfg.run.seed) is int
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("1.5", "1.5"),
+        ("1e-3", "0.001"),
+        ("1e400", "inf"),
+        ("-inf", "-inf"),
+        ("nan", "nan"),
+        ("true", "True"),
+        ("'1e5'", "'1e5'"),
+        ("2**64", "'2**64'"),
+    ],
+)
+def test_integer_keys_reject_what_is_not_an_integer(text, shown):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"run.total_steps={text}"])
+    message = str(e.value)
+    assert message.startswith("config key 'run.total_steps': expected an integer")
+    assert message.endswith(f"got {shown}") and "\n" not in message
+
+
+def test_huge_integer_floats_are_out_of_range_not_overflows():
+    with pytest.raises(ConfigError, match=r"'run.total_steps': 1e\+300 is out of range"):
+        load_config(None, ["run.total_steps=1e300"])
+    with pytest.raises(ConfigError, match="'dqn.lr': expected a finite number"):
+        load_config(None, ["dqn.lr=" + "9" * 400])  # an int past float's range
+
+
+@pytest.mark.parametrize("seed", [2**63, 2**64, 2**64 + 1, 10**30, -1])
+def test_seed_must_fit_a_signed_64_bit_integer(seed):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"run.seed={seed}"])
+    assert str(e.value) == (
+        f"config key 'run.seed': {seed} is out of range; allowed: 0 <= value <= {2**63 - 1}"
+    )
+
+
+def test_largest_seed_is_accepted():
+    assert load_config(None, [f"run.seed={2**63 - 1}"]).run.seed == 2**63 - 1
+
+
+def test_every_integer_key_of_every_section_is_held_to_int64():
+    """Runner-owned sections included: the int64 range is checked whatever a key's rules."""
+    for name, section in Config().sections():
+        hints = typing.get_type_hints(type(section))
+        for f in dataclasses.fields(section):
+            tp = hints[f.name]
+            if tp in (int, int | None):
+                value = 2**63
+            elif tp == list[int]:
+                value = [2**63]
+            else:
+                continue
+            with pytest.raises(
+                ConfigError,
+                match=rf"'{name}\.{f.name}(\[0\])?': 9223372036854775808 is out of range",
+            ):
+                load_config(None, values={name: {f.name: value}})
+
+
+@pytest.mark.parametrize(
+    ("override", "must_mention"),
+    [
+        ("replay.capacity=1e18", "0 < value <= 1099511627776"),
+        ("dqn.batch_size=1e9", "0 < value <= 16777216"),
+        ("dqn.hidden=[1e9]", "'dqn.hidden[0]'"),
+        ("run.torch_threads=4294967296", "0 <= value <= 4096"),
+        ("env.step_cost_us=1e300", "0.0 <= value <= 1000000000.0"),
+        ("replay.alpha=1000", "0.0 <= value <= 10.0"),
+    ],
+)
+def test_sizes_that_numpy_and_torch_would_overflow_are_bounded(override, must_mention):
+    with pytest.raises(ConfigError, match="is out of range") as e:
+        load_config(None, [override])
+    assert must_mention in str(e.value)
+
+
+def test_bad_config_files_name_the_file_on_one_line(tmp_path):
+    cases = {
+        "bytes.toml": b"\xff\xfe[dqn]\n",
+        "latin1.toml": "[run]\nname = 'caf\xe9'\n".encode("latin-1"),
+        "decode.toml": b"[dqn\nlr = 1",
+        "deep.toml": b"[run]\nname = " + b"[" * 5000 + b"]" * 5000,
+        "digits.toml": b"[run]\nseed = " + b"9" * 5000,
+    }
+    expected = {
+        "bytes.toml": "is not UTF-8 text (byte 0xff on line 1, at offset 0)",
+        "latin1.toml": "is not UTF-8 text (byte 0xe9 on line 2, at offset 17)",
+        "decode.toml": "is not valid TOML: Expected ']'",
+        "deep.toml": "is not valid TOML: its values nest too deeply",
+        "digits.toml": "is not valid TOML: it holds a number too long",
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ConfigError) as e:
+            load_config(tmp_path / name)
+        message = str(e.value)
+        assert message.startswith(f"config file '{tmp_path / name}' {expected[name]}"), message
+        assert "\n" not in message
+
+
+def test_config_files_that_cannot_be_read(tmp_path):
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(ConfigError, match=r"config file '.*dir\.toml' is a directory"):
+        load_config(tmp_path / "dir.toml")
+    with pytest.raises(ConfigError, match=r"config file '.*gone\.toml' does not exist"):
+        load_config(tmp_path / "gone.toml")
+    with pytest.raises(ConfigError, match="the path holds a NUL character"):
+        load_config("a\x00b.toml")
+    with pytest.raises(ConfigError, match="File name too long"):
+        load_config("x" * 5000)
+    with pytest.raises(ConfigError, match=r"config file 'a\\nb.toml' does not exist"):
+        load_config("a\nb.toml")  # the name's newline is escaped: still one line
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_config_file(tmp_path):
+    path = tmp_path / "secret.toml"
+    path.write_text("[run]\nseed = 1\n")
+    path.chmod(0)
+    with pytest.raises(ConfigError, match="cannot be read: Permission denied"):
+        load_config(path)
+
+
+def test_a_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf[run]\nseed = 3\n")
+    assert load_config(path).run.seed == 3
+
+
+@pytest.mark.parametrize(
+    ("toml", "must_mention"),
+    [
+        ("[run]\ntotal_steps = {a = 1}", "'run.total_steps': expected an integer, got {'a': 1}"),
+        ("[run]\ntotal_steps = [1, 2]", "'run.total_steps': expected an integer, got [1, 2]"),
+        ("[dqn]\nlr = 1979-05-27T07:32:00Z", "'dqn.lr': expected a number, got datetime.datetime("),
+        ("[run]\nname = 07:32:00", "'run.name': expected a string, got datetime.time(7, 32)"),
+        ("[dqn]\nhidden = {a = 1}", "'dqn.hidden': expected a list of integers"),
+        ("[dqn]\nhidden = [[64]]", "'dqn.hidden[0]': expected an integer, got [64]"),
+        (
+            "[run]\nstop_return = nan",
+            "'run.stop_return': expected a finite number or none, got nan",
+        ),
+        ("[run]\ndevice = 1", "'run.device': expected one of 'auto', 'cpu', 'cuda', got 1"),
+        ("run = 3", "'run' must be a table of keys, got 3"),
+        ('"a\\nb" = 1', r"unknown config section 'a\nb'"),
+        ('[run]\n"x\\ny" = 1', r"unknown config key 'run.x\ny'"),
+    ],
+)
+def test_wrong_types_in_toml_name_the_key(tmp_path, toml, must_mention):
+    path = tmp_path / "c.toml"
+    path.write_text(toml + "\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(path)
+    assert must_mention in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("override", "must_mention"),
+    [
+        # TOML would read `1` and drop the second key the newline smuggles in.
+        ("dqn.lr=1\nrun.seed=5", r"'dqn.lr': expected a number, got '1\nrun.seed=5'"),
+        ("run.total_steps=" + "9" * 5000, "'run.total_steps': expected an integer"),
+        ("dqn.hidden=" + "[" * 3000 + "]" * 3000, "'dqn.hidden': expected a list of integers"),
+        ("run.name=a\x00b", r"'run.name': 'a\x00b' holds the character '\x00'"),
+        ("run.out=\udcff", r"'run.out': '\udcff' holds the character '\udcff'"),
+        ('run.name="tab\\there"', r"holds the character '\t'"),
+    ],
+)
+def test_overrides_that_are_not_one_clean_value(override, must_mention):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    message = str(e.value)
+    assert must_mention in message and "\n" not in message and len(message) < 400
+
+
+def test_text_keys_keep_what_toml_would_read_as_another_type():
+    cfg = load_config(None, ["run.name=2024", "run.out=nan", "env.id='CartPole-v1'"])
+    assert (cfg.run.name, cfg.run.out, cfg.env.id) == ("2024", "nan", "CartPole-v1")
+
+
+def test_api_misuse_is_a_config_error_too():
+    with pytest.raises(ConfigError, match="expected a list of SECTION.KEY=VALUE strings"):
+        load_config(None, "dqn.lr=1")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="expected a string SECTION.KEY=VALUE"):
+        load_config(None, [3])  # type: ignore[list-item]
+    with pytest.raises(ConfigError, match=r"'run.seed': <an integer of about \d+ digits>"):
+        load_config(None, values={"run": {"seed": 10**5000}})
+
+
+def test_cli_prints_config_errors_as_one_line(capsys):
+    from shoal.cli import main
+
+    code = main(["train", "--set", "dqn.gamma=1.5"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        "shoal: error: config key 'dqn.gamma': 1.5 is out of range; allowed: 0.0 <= value <= 1.0\n"
+    )

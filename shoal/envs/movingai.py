@@ -21,12 +21,20 @@ are octile (8-neighbourhood, diagonals ``sqrt(2)``); :func:`write_scen` writes
 4-neighbourhood lengths, the ones :class:`~shoal.envs.mapf.MapfEnv` agents walk, and the
 reader ignores the column. Every malformed line is reported with its file and line number
 and what was expected there.
+
+Both readers take UTF-8 text (a leading byte-order mark is skipped) and read numbers in
+ASCII digits only: Python's ``int()`` also takes other scripts' digits (``"３２"``,
+``"٣٢"``) and ``1_000``, none of which a MovingAI file holds, so they are errors, as are
+bytes that are not UTF-8 and files that cannot be read. Every error is a one-line
+:class:`~shoal.errors.ConfigError`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +71,20 @@ SCEN_FIELDS = (
 )
 PathLike = str | os.PathLike
 
+# Numbers as MovingAI files write them, ASCII only ([0-9], not \d, which matches every
+# script's digits). A .scen field may have a sign, so that a negative one is reported as
+# negative; a .map size may not (as before: it is a count of rows or columns).
+_SIGNED = re.compile(r"[+-]?[0-9]+")
+_UNSIGNED = re.compile(r"[0-9]+")
+# Significant digits a whole number may have. More cannot be a map size or a cell (no file
+# holds 10**18 rows), and int() refuses strings of over 4300 digits with a ValueError.
+_MAX_DIGITS = 18
+# The optimal length: a decimal, ASCII only (float() also takes '１.５', '1_0.5', 'nan').
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# Characters of a bad line quoted in an error message: enough to recognise it, short
+# enough that a huge garbage line does not flood the terminal.
+_QUOTE_CHARS = 60
+
 
 @dataclasses.dataclass(frozen=True)
 class ScenEntry:
@@ -90,13 +112,74 @@ class ScenEntry:
         return self.goal_y, self.goal_x
 
 
-def _lines(path: PathLike) -> list[str]:
-    with open(path, encoding="utf-8") as f:
-        return f.read().splitlines()
+def _name(path: PathLike) -> str:
+    """The path as messages show it: as given, or quoted when it holds a line break or
+    another unprintable character (every message is one line)."""
+    name = os.fsdecode(path)
+    return name if name.isprintable() else repr(name)
+
+
+def _quote(text: str) -> str:
+    """``repr`` of a bad line or field, cut to :data:`_QUOTE_CHARS` characters."""
+    if len(text) <= _QUOTE_CHARS:
+        return repr(text)
+    return f"{text[:_QUOTE_CHARS]!r}... ({len(text)} characters)"
+
+
+def _first(chars: list[str], most: int = 10) -> str:
+    """The list ``chars`` as a message shows it: its first ``most`` items, then a count."""
+    if len(chars) <= most:
+        return str(chars)
+    return f"{chars[:most]} and {len(chars) - most} more"
+
+
+def _lines(path: PathLike, kind: str) -> list[str]:
+    """The lines of ``path``, a ``kind`` (``.map`` or ``.scen``) file, or a one-line
+    error: a file that cannot be read, or one that is not UTF-8 text (UnicodeDecodeError
+    would otherwise escape with a traceback)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read {kind} file {_name(path)}: {e.strerror or e}") from None
+    except ValueError:  # a NUL in the path, which no OS path can hold
+        raise ConfigError(f"cannot read {kind} file {_name(path)}: it has a NUL") from None
+    try:
+        # utf-8-sig: a byte-order mark some editors write is not part of the first line
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise _bad(
+            path,
+            line,
+            f"not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}); allowed: a"
+            f" plain-text {kind} file in UTF-8 (MovingAI's are ASCII)",
+        ) from None
 
 
 def _bad(path: PathLike, line: int, message: str) -> ConfigError:
-    return ConfigError(f"{os.fspath(path)} line {line}: {message}")
+    return ConfigError(f"{_name(path)} line {line}: {message}")
+
+
+def _whole(path: PathLike, line: int, what: str, text: str, *, signed: bool) -> int:
+    """``text``, the field ``what`` on ``line``, as an int, or an error: not ASCII digits
+    (with a sign where ``signed``), or more than :data:`_MAX_DIGITS` of them."""
+    pattern = _SIGNED if signed else _UNSIGNED
+    if not pattern.fullmatch(text):
+        sign = "an optional sign and " if signed else ""
+        raise _bad(
+            path,
+            line,
+            f"{what} {_quote(text)} is not a whole number; allowed: {sign}ASCII digits 0-9",
+        )
+    # int() counts leading zeros towards its 4300-digit limit, so they go first
+    digits = text.lstrip("+-").lstrip("0")
+    if len(digits) > _MAX_DIGITS:
+        raise _bad(
+            path, line, f"{what} {_quote(text)} is too large; allowed: at most {_MAX_DIGITS} digits"
+        )
+    value = int(digits or "0")
+    return -value if text.startswith("-") else value
 
 
 def read_map(path: PathLike) -> np.ndarray:
@@ -109,7 +192,7 @@ def read_map(path: PathLike) -> np.ndarray:
         >>> read_map(path).astype(int).tolist()
         [[0, 1, 0], [1, 0, 0]]
     """
-    lines = _lines(path)
+    lines = _lines(path, ".map")
     header: dict[str, str] = {}
     n = 0
     while True:
@@ -121,7 +204,9 @@ def read_map(path: PathLike) -> np.ndarray:
             break
         if len(words) != 2 or words[0] not in ("type", "height", "width"):
             raise _bad(
-                path, n, f"expected 'type T', 'height H', 'width W' or 'map', got {lines[n - 1]!r}"
+                path,
+                n,
+                f"expected 'type T', 'height H', 'width W' or 'map', got {_quote(lines[n - 1])}",
             )
         header[words[0]] = words[1]
     size = {}
@@ -129,10 +214,10 @@ def read_map(path: PathLike) -> np.ndarray:
         if key not in header:
             raise _bad(path, n, f"the header has no '{key}' line before 'map'")
         if key != "type":
-            value = header[key]
-            if not value.isdigit() or int(value) < 1:
-                raise _bad(path, n, f"{key} {value!r} is not a whole number >= 1")
-            size[key] = int(value)
+            # ASCII only: str.isdigit() and int() also take '３２' and '٣٢' (isdigit even '²')
+            size[key] = _whole(path, n, key, header[key], signed=False)
+            if size[key] < 1:
+                raise _bad(path, n, f"{key} {size[key]} is not >= 1")
     h, w = size["height"], size["width"]
     rows = lines[n : n + h]
     if len(rows) < h or any(line.strip() for line in lines[n + h :]):
@@ -146,8 +231,8 @@ def read_map(path: PathLike) -> np.ndarray:
             raise _bad(
                 path,
                 n + 1 + r,
-                f"map row {r} has {sorted(bad)}; allowed: {PASSABLE!r} (free), {BLOCKED!r}"
-                " (blocked)",
+                f"map row {r} has {_first(sorted(bad))}; allowed: {PASSABLE!r} (free),"
+                f" {BLOCKED!r} (blocked)",
             )
     chars = np.array([list(row) for row in rows])
     return np.isin(chars, list(BLOCKED))
@@ -168,11 +253,11 @@ def write_map(path: PathLike, grid: np.ndarray) -> None:
 def read_scen(path: PathLike) -> list[ScenEntry]:
     """The entries of a MovingAI ``.scen`` file, in file order (blank lines skipped).
     Fields are tab-separated; a line without tabs is split on whitespace."""
-    lines = _lines(path)
+    lines = _lines(path, ".scen")
     first = lines[0].split() if lines else []
     if len(first) != 2 or first[0] != "version":
-        got = lines[0] if lines else "an empty file"
-        raise _bad(path, 1, f"expected 'version 1', got {got!r}")
+        got = _quote(lines[0]) if lines else "an empty file"
+        raise _bad(path, 1, f"expected 'version 1', got {got}")
     entries = []
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
@@ -190,18 +275,42 @@ def read_scen(path: PathLike) -> list[ScenEntry]:
 
 
 def _entry(path: PathLike, n: int, fields: list[str]) -> ScenEntry:
-    """One parsed scenario line, or an error naming the field that is not a number."""
+    """One parsed scenario line, or an error naming the field that is not a number, is
+    negative, or puts a start or goal outside the map the line gives (a huge coordinate
+    would otherwise overflow numpy's integers later, far from the file)."""
     values: list[Any] = []
     for i, (name, text) in enumerate(zip(SCEN_FIELDS, fields)):
-        try:
-            value = fields[1] if i == 1 else float(text) if i == 8 else int(text)
-        except ValueError:
-            kind = "a number" if i == 8 else "a whole number"
-            raise _bad(path, n, f"field {i + 1} ({name}) {text!r} is not {kind}") from None
-        if i not in (1, 8) and value < 0:
-            raise _bad(path, n, f"field {i + 1} ({name}) {text!r} is negative")
+        if i == 1:
+            values.append(text)
+            continue
+        if i == 8:
+            value: Any = float(text) if _DECIMAL.fullmatch(text) else math.nan
+            if not math.isfinite(value):  # not a decimal, or one too large for a float
+                raise _bad(
+                    path,
+                    n,
+                    f"field 9 ({name}) {_quote(text)} is not a number; allowed: a finite"
+                    " decimal in ASCII digits such as 13.65685425",
+                )
+        else:
+            value = _whole(path, n, f"field {i + 1} ({name})", text, signed=True)
+            if value < 0:
+                raise _bad(path, n, f"field {i + 1} ({name}) {_quote(text)} is negative")
         values.append(value)
-    return ScenEntry(*values)
+    entry = ScenEntry(*values)
+    for i in (2, 3):
+        if values[i] < 1:
+            raise _bad(path, n, f"field {i + 1} ({SCEN_FIELDS[i]}) {values[i]} is not >= 1")
+    for i in range(4, 8):
+        limit, side = (entry.width, "width") if i % 2 == 0 else (entry.height, "height")
+        if values[i] >= limit:
+            raise _bad(
+                path,
+                n,
+                f"field {i + 1} ({SCEN_FIELDS[i]}) {values[i]} is outside the map of {side}"
+                f" {limit}; allowed: 0..{limit - 1}",
+            )
+    return entry
 
 
 def write_scen(

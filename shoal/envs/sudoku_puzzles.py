@@ -470,14 +470,40 @@ def load_puzzles(path: str | os.PathLike[str]) -> list[np.ndarray]:
     """Read puzzles, one per line; blank lines and lines starting with ``#`` are skipped.
 
     Errors name the file and the 1-based line number. All puzzles in a file must be the
-    same size.
+    same size. The file must be UTF-8 text (a leading byte-order mark is skipped) and hold
+    at least one puzzle: an empty one is an error here, where the file can be named,
+    rather than a division by zero wherever its puzzles are counted.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as e:
-        raise SudokuError(f"cannot read puzzle file {path}: {e.strerror or e}") from None
-    return _parse_lines(text, str(path))
+        raise SudokuError(f"cannot read puzzle file {_shown(path)}: {e.strerror or e}") from None
+    except ValueError:  # a NUL in the path, which no OS path can hold
+        raise SudokuError(f"cannot read puzzle file {_shown(path)}: it has a NUL") from None
+    try:
+        # utf-8-sig: a byte-order mark some editors write is not part of the first puzzle
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SudokuError(
+            f"{_shown(path)}, line {line}: not UTF-8 text (byte {data[e.start]:#04x} at offset"
+            f" {e.start}); allowed: a plain-text puzzle file in UTF-8, one puzzle per line"
+        ) from None
+    boards = _parse_lines(text, _shown(path))
+    if not boards:
+        raise SudokuError(
+            f"puzzle file {_shown(path)} holds no puzzles; expected one puzzle per line (81"
+            " characters for a 9x9, 16 for a 4x4; blank lines and '#' comments are skipped)"
+        )
+    return boards
+
+
+def _shown(path: Path) -> str:
+    """The path as messages show it: as given, or quoted when it holds a line break or
+    another unprintable character (every message is one line)."""
+    name = str(path)
+    return name if name.isprintable() else repr(name)
 
 
 def _parse_lines(text: str, source: str) -> list[np.ndarray]:

@@ -53,7 +53,7 @@ from shoal.mapf.animation import check_animation_path, save_animation
 from shoal.mapf.baselines import ShortestPathPolicy, lacam_policy, pibt_policy
 from shoal.mapf.guide import GuidedPolicy
 from shoal.mapf.lacam import LacamShield
-from shoal.mapf.options import MapfEvalOptions
+from shoal.mapf.options import MapfEvalOptions, check_generation
 from shoal.mapf.pibt import PibtShield
 from shoal.mapf.policy import MapfPolicy
 from shoal.run.seeding import derive_seed
@@ -157,10 +157,10 @@ def generated_instances(
     generator, instance ``k`` with obstacle density drawn uniformly from the ``(lo, hi)``
     range ``density`` (or exactly ``density``, a float) and its map, starts and goals from
     ``reset(seed=...)``, both seeded by ``derive_seed(seed, MAPF_EVAL_STREAM, k, ...)``: the
-    same arguments give the same instances, whatever ``count`` is."""
+    same arguments give the same instances, whatever ``count`` is. The counts must be
+    within :func:`~shoal.mapf.options.check_generation`'s bounds (size 2..1024, ...)."""
+    check_generation(agents, size, count)  # before any map: a huge one exhausts memory
     lo, hi = _density_range(density)
-    if count < 1:
-        raise ConfigError(f"mapf instances: {count!r} is out of range; allowed: >= 1")
     instances = []
     for k in range(count):
         u = np.random.default_rng(derive_seed(seed, MAPF_EVAL_STREAM, k, 0)).random()

@@ -204,7 +204,7 @@ def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "be
     from shoal.config import load_config
     from shoal.mapf.config import MAPF_ID
     from shoal.mapf.player import build_network
-    from shoal.run.checkpoint import load_checkpoint
+    from shoal.run.checkpoint import checkpoint_fits, load_checkpoint
     from shoal.run.directory import RunDir
 
     run = RunDir.open(run_dir)
@@ -217,9 +217,12 @@ def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "be
     path = run.best if use_best else run.checkpoint
     if not path.is_file():
         raise ConfigError(f"run '{run.path}': no checkpoint yet")
-    weights = load_checkpoint(path)["learner"]["online"]
+    state = load_checkpoint(path, best=path == run.best)
     network = build_network(cfg.extra["mapf"], comm=comm).requires_grad_(False)
-    params = {k: v.float() for k, v in weights.items()}
+    with checkpoint_fits(path, "the run's MAPF network"):
+        weights = state["learner"]["online"]
+        params = {k: v.float() for k, v in weights.items()}
+        network.load_state_dict(params)  # checks the shapes now, not at the first move
     m = cfg.extra["mapf"]
     rules = {"fov": m.fov, "k_comm": m.k_comm}
     name = "shoal" if comm else "no-comm"

@@ -108,6 +108,19 @@ class NStepWriter:
         """
         return self._emit_all(bootstrap=True)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The open window (its steps by reference) and the newest next observation, as
+        plain data for a checkpoint."""
+        return {"pending": [list(step) for step in self._pending], "last": self._last_next_obs}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (a window longer than n is refused)."""
+        pending = [(obs, action, float(reward)) for obs, action, reward in state["pending"]]
+        if len(pending) > self._n:
+            raise ValueError(f"n-step state holds {len(pending)} open steps; n is {self._n}")
+        self._pending = deque(pending)
+        self._last_next_obs = state["last"]
+
     def _emit_all(self, *, bootstrap: bool) -> list[dict[str, Any]]:
         out = [self._transition(start, bootstrap) for start in range(len(self._pending))]
         self._pending.clear()
@@ -258,6 +271,29 @@ class BatchNStepWriter:
         self._count[rows] += 1
         done = terminated | truncated
         return self._completed(done if every else done & live, terminated)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The open windows as plain data (numpy arrays, ints) for a checkpoint."""
+        return {
+            "one": self._one.state_dict(),
+            "count": self._count,
+            "slot": self._slot,
+            "ring": self._ring,
+            "last_next": self._last_next,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved (copies: the writer owns its arrays)."""
+        count = np.asarray(state["count"], np.int64)
+        if count.shape != (self.num_envs,) or (count < 0).any() or (count > self.n).any():
+            raise ValueError(
+                f"n-step state counts {count.tolist()} do not fit {self.num_envs} envs, n {self.n}"
+            )
+        self._one.load_state_dict(state["one"])
+        self._count, self._slot = count.copy(), int(state["slot"])
+        ring, last = state["ring"], state["last_next"]
+        self._ring = None if ring is None else {k: np.array(a) for k, a in ring.items()}
+        self._last_next = None if last is None else np.array(last)
 
     def _completed(self, done: np.ndarray, terminated: np.ndarray) -> dict[str, np.ndarray]:
         """The transitions the step just written completes: a full window of every env

@@ -3,11 +3,13 @@ events, checkpoints and the learning curve."""
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from shoal.errors import RunDirError
+from shoal.run.files import atomic_write_bytes, sweep_stale_temps
 
 __all__ = ["RunDir"]
 
@@ -42,6 +44,12 @@ class RunDir:
         return self.path / "checkpoints" / "latest.pt"
 
     @property
+    def error_checkpoint(self) -> Path:
+        """The checkpoint written when a run failed (beside ``latest.pt``, which stays the
+        last good one)."""
+        return self.path / "checkpoints" / "error.pt"
+
+    @property
     def best(self) -> Path:
         """Weights of the best greedy evaluation so far (``shoal eval`` uses them)."""
         return self.path / "checkpoints" / "best.pt"
@@ -50,6 +58,33 @@ class RunDir:
     def curve(self) -> Path:
         """The learning-curve plot."""
         return self.path / "curve.png"
+
+    def check_writable(self, need_bytes: int = 0) -> None:
+        """Check, before any training, that checkpoints can be written here: ``checkpoints/``
+        exists or can be made, a file can be written and renamed in it, and the disk has
+        ``need_bytes`` free. Otherwise a RunDirError says why, before work that a failed
+        checkpoint would lose."""
+        folder = self.checkpoint.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(folder / ".write-check", b"shoal")
+            (folder / ".write-check").unlink()
+            free = shutil.disk_usage(folder).free
+        except OSError as e:
+            raise RunDirError(
+                f"run directory '{self.path}' cannot hold checkpoints: {e.strerror or e}"
+            ) from None
+        if free < need_bytes:
+            raise RunDirError(
+                f"run directory '{self.path}': {free / 2**20:.0f} MiB free on its disk, a "
+                f"checkpoint of this run needs about {need_bytes / 2**20:.0f} MiB"
+            )
+
+    def sweep(self) -> list[Path]:
+        """Remove temp files of writers killed mid-write (see
+        :func:`~shoal.run.files.sweep_stale_temps`) from the run directory and
+        ``checkpoints/``."""
+        return [*sweep_stale_temps(self.path), *sweep_stale_temps(self.checkpoint.parent)]
 
     @classmethod
     def create(
@@ -62,20 +97,31 @@ class RunDir:
         commands that cannot resume, e.g. ``shoal sudoku train``). ``checkpoints/`` appears
         with the first checkpoint (checkpoint writes create their directory).
         """
-        target = (
-            Path(path)
-            if path is not None
-            else Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        )
-        target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            target.mkdir()  # atomic: of two runs racing for one name, exactly one wins
-        except FileExistsError:
-            hint = f", or continue it with --resume {target}" if resumable else ""
-            raise RunDirError(
-                f"run directory '{target}' already exists; pick another --run-dir{hint}"
-            ) from None
-        return cls(target)
+        if path is not None:
+            target = Path(path)
+            _make_parent(target)
+            try:
+                target.mkdir()  # atomic: of two runs racing for one name, exactly one wins
+            except FileExistsError:
+                hint = f", or continue it with --resume {target}" if resumable else ""
+                raise RunDirError(
+                    f"run directory '{target}' already exists; pick another --run-dir{hint}"
+                ) from None
+            except OSError as e:
+                raise RunDirError(f"cannot create run directory '{target}': {e.strerror}") from None
+            return cls(target)
+        stem = Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        _make_parent(stem)
+        for n in range(1, 10_000):  # runs started in the same second get -2, -3, ...
+            target = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
+            try:
+                target.mkdir()
+                return cls(target)
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise RunDirError(f"cannot create run directory '{target}': {e.strerror}") from None
+        raise RunDirError(f"no free run directory name under '{stem}-N'")
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
@@ -86,3 +132,16 @@ class RunDir:
         if not run.config.is_file():
             raise RunDirError(f"'{run.path}' is not a shoal run directory (no config.toml)")
         return run
+
+
+def _make_parent(target: Path) -> None:
+    """The folder runs go in (``--out``): a file there is the user's mistake, not a bug."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise RunDirError(
+            f"cannot create run directory '{target}': '{target.parent}' (or a folder above it) "
+            "is a file; give --out a directory"
+        ) from None
+    except OSError as e:
+        raise RunDirError(f"cannot create run directory '{target}': {e.strerror}") from None

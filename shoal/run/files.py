@@ -25,12 +25,15 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "sweep_stale_temps"]
+
+_TEMP = re.compile(r"^\..+\.(\d+)-[0-9a-f]{8}\.tmp$")
 
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], object]) -> Path:
@@ -65,6 +68,29 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``text`` atomically (see :func:`atomic_write`)."""
     return atomic_write_bytes(path, text.encode(encoding))
+
+
+def sweep_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files that writers killed mid-write left in ``directory`` (a temp
+    file is removed on any error or Ctrl-C, but not on SIGKILL, and one of a checkpoint can
+    be gigabytes); those of live processes are kept. Returns what was removed."""
+    from shoal.sync.segments import pid_alive
+
+    removed = []
+    try:
+        entries = list(Path(directory).iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        match = _TEMP.match(entry.name)
+        if match is None or pid_alive(int(match.group(1))) or not entry.is_file():
+            continue
+        try:
+            entry.unlink()
+        except OSError:
+            continue
+        removed.append(entry)
+    return removed
 
 
 def _fsync_dir(directory: Path) -> None:

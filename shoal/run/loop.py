@@ -27,9 +27,11 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shoal.run.checkpoint import save_checkpoint
+from shoal.errors import CheckpointError
+from shoal.run.checkpoint import load_checkpoint, save_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.evaluation import CONFIRM_STREAM
 from shoal.run.metrics import MetricsWriter
@@ -109,6 +111,7 @@ class RunLoop:
             "last_eval": None,
             "last_eval_step": -1,
             "best_eval": None,
+            "best_solved": False,
             "solved_step": None,
             "solved_wall": None,
             "confirms": 0,
@@ -119,6 +122,10 @@ class RunLoop:
         if resume is not None:
             self.c.update(resume["loop"])
             runner.load_state_dict(resume)
+        self._best_on_disk()
+        self.started = False
+        """Whether the runner started (a run directory that never saw it start holds
+        nothing worth keeping)."""
         self._t0 = time.perf_counter()
         self._wall_before = self.c["wall"]
 
@@ -130,11 +137,27 @@ class RunLoop:
     def _state(self) -> dict[str, Any]:
         return {**self._state_head(), **self.runner.state_dict()}
 
-    def checkpoint(self, metrics: MetricsWriter) -> None:
-        """Write ``latest.pt`` (atomically) with the loop's and the runner's state."""
+    def checkpoint(self, metrics: MetricsWriter, path: Path | None = None) -> None:
+        """Write ``latest.pt`` (or ``path``), atomically, with the loop's and the runner's
+        state."""
         metrics.flush()
         with self.runner.checkpoint_guard():
-            save_checkpoint(self.run_dir.checkpoint, self._state())
+            save_checkpoint(path or self.run_dir.checkpoint, self._state())
+
+    def _best_on_disk(self) -> None:
+        """Take the score of a ``best.pt`` already on disk as the one to beat: a run stopped
+        after an evaluation wrote it and before ``latest.pt`` caught up must not replace it
+        with worse weights after ``--resume``."""
+        if not self.run_dir.best.is_file():
+            return
+        try:
+            saved = load_checkpoint(self.run_dir.best, best=True)
+        except CheckpointError:
+            return  # unreadable: the next evaluation replaces it
+        c, mean = self.c, float(saved["eval_mean"])
+        solved = bool(saved.get("solved", False))
+        if c["best_eval"] is None or (solved, mean) > (c["best_solved"], c["best_eval"]):
+            c["best_eval"], c["best_solved"] = mean, solved
 
     def evaluate(self, metrics: MetricsWriter) -> float:
         """Play greedy episodes, log the eval row, keep ``best.pt``; returns the mean."""
@@ -157,12 +180,18 @@ class RunLoop:
             **self.runner.eval_metrics(),
         )
         solved = self._solves(mean, metrics)
-        if solved or c["best_eval"] is None or mean > c["best_eval"]:
-            c["best_eval"] = mean  # a solve's weights are best.pt even over a higher unconfirmed
+        # A solve's weights are best.pt even over a higher unconfirmed mean, once.
+        if c["best_eval"] is None or (solved, mean) > (c["best_solved"], c["best_eval"]):
+            c["best_eval"], c["best_solved"] = mean, solved or c["best_solved"]
             weights = {k: v.detach().cpu().clone() for k, v in weights.items()}
             save_checkpoint(
                 self.run_dir.best,
-                {**self._state_head(), "learner": {"online": weights}, "eval_mean": mean},
+                {
+                    **self._state_head(),
+                    "learner": {"online": weights},
+                    "eval_mean": mean,
+                    "solved": solved,
+                },
             )
         if solved:
             # Read the clock after any confirmation: time-to-solve includes it.
@@ -268,6 +297,7 @@ class RunLoop:
         metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
         try:
             runner.start()
+            self.started = True
             with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
                 self._train(metrics, bar)
                 bar.update(min(c["step"], r.total_steps))
@@ -276,15 +306,17 @@ class RunLoop:
             if c["last_eval_step"] != c["step"]:
                 self.evaluate(metrics)
             self.checkpoint(metrics)
-        except BaseException:
-            # Ctrl-C or a failure (e.g. a learner thread's, surfaced here): stop the
-            # runner's threads or processes, keep the partial episode, write a final
-            # checkpoint, then let the original error through.
-            for step in (runner.stop, runner.interrupt, lambda: self.checkpoint(metrics)):
+        except BaseException as e:
+            # Ctrl-C, a preemption signal or a failure (e.g. a learner thread's, surfaced
+            # here): stop the runner's threads or processes, keep the partial episode,
+            # write a final checkpoint, then let the original error through.
+            e.run_dir = str(self.run_dir.path)  # type: ignore[attr-defined]  # for the CLI's line
+            path = self._final_checkpoint_path(e)
+            for step in (runner.stop, runner.interrupt, lambda: self.checkpoint(metrics, path)):
                 try:  # each on its own: a thread that would not stop must not cost the
                     step()  # checkpoint
-                except Exception as e:  # pragma: no cover - the original error matters more
-                    print(f"shoal: cleanup after the error failed: {e!r}", file=sys.stderr)
+                except Exception as cleanup:  # the original error matters more
+                    print(f"shoal: cleanup after the error failed: {cleanup}", file=sys.stderr)
             raise
         finally:
             metrics.close()
@@ -293,6 +325,14 @@ class RunLoop:
 
         plot_run(self.run_dir.metrics, self.run_dir.curve, title=self.title)
         return result
+
+    def _final_checkpoint_path(self, error: BaseException) -> Path:
+        """Where the checkpoint of a cut run goes: ``latest.pt`` after Ctrl-C or a
+        preemption signal with the runner's state whole; beside it (``error.pt``) after a
+        failure, or when part of the state was lost (a Ray replay actor), so that the last
+        good checkpoint is never replaced with less."""
+        whole = isinstance(error, KeyboardInterrupt) and self.runner.state_is_whole()
+        return self.run_dir.checkpoint if whole else self.run_dir.error_checkpoint
 
     def _train(self, metrics: MetricsWriter, bar: TrainProgress) -> None:
         """collect -> episode rows -> learn -> evaluate -> tick -> stop? -> checkpoint."""

@@ -147,6 +147,16 @@ class Runner:
         return contextlib.nullcontext()
 
     # --- state --------------------------------------------------------------------------------
+    def checkpoint_bytes(self) -> int:
+        """About how large a checkpoint of this run can grow (checked against the free disk
+        before training; 0: unknown)."""
+        return 0
+
+    def state_is_whole(self) -> bool:
+        """Whether :meth:`state_dict` can return all of the run's state now (False once a
+        part is lost, e.g. a replay actor: a checkpoint then goes beside ``latest.pt``)."""
+        return True
+
     def state_dict(self) -> dict[str, Any]:
         """Everything of the runner a checkpoint holds (here: the update schedule)."""
         return {"schedule": self.schedule.state_dict()}

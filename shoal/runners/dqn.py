@@ -166,6 +166,14 @@ class DQNRunner(Runner):
             },
         }
 
+    def checkpoint_bytes(self) -> int:
+        """Online and target weights with two Adam moments each, and the replay buffer's
+        arrays (where it lives in this process)."""
+        params = sum(t.numel() * t.element_size() for t in self.learner.weights().values())
+        storage = getattr(self.replay, "storage", None)
+        arrays = getattr(storage, "arrays", None) or {}
+        return 4 * params + sum(a.nbytes for a in arrays.values())
+
     def replay_state(self) -> Any:
         """What a checkpoint keeps of replay (a runner whose replay lives elsewhere, in a
         Ray actor say, overrides this and :meth:`load_replay_state`)."""

@@ -121,7 +121,7 @@ class SerialRunner(DQNRunner):
         state = super().state_dict()
         state["rng"]["actions"] = self.rng.bit_generator.state
         state["acting"] = self.acting.state_dict()
-        state["nstep"] = self.nstep
+        state["nstep"] = self.nstep.state_dict()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -132,6 +132,6 @@ class SerialRunner(DQNRunner):
         if "acting" not in state:
             self.acting.episodes[0] = int(state["resets"])
             return
-        self.nstep = copy.deepcopy(state["nstep"])
+        self.nstep.load_state_dict(copy.deepcopy(state["nstep"]))
         if not self.acting.load_state_dict(state["acting"]):
             self._flush()  # the episodes could not be re-created: they end here

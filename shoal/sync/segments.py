@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import secrets
 import sys
 import weakref
@@ -46,7 +47,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Segment", "attach_segment", "create_segment", "release_segment"]
+__all__ = [
+    "Segment",
+    "attach_segment",
+    "create_segment",
+    "release_segment",
+    "sweep_dead_segments",
+]
 
 # Segments this process created and has not released yet: attaching to one of them again
 # here must not unregister it (that would drop the owner's crash-cleanup registration).
@@ -161,3 +168,45 @@ def release_segment(shm: shared_memory.SharedMemory, owner: bool) -> None:
             shm.unlink()
         except FileNotFoundError:
             pass
+
+
+_SHM_DIR = "/dev/shm"
+_NAME = re.compile(r"^shoal_\w+?_(\d+)_[0-9a-f]{8}$")
+
+
+def sweep_dead_segments(directory: str = _SHM_DIR) -> list[str]:
+    """Unlink every ``shoal_*`` segment whose creating process is gone; returns their
+    names. The owner's resource tracker unlinks a segment when the owner is killed, but a
+    SIGKILL of the whole process group (the OOM killer, ``docker kill``) takes the tracker
+    too, and the segments stay in memory until reboot. A segment of a live process (another
+    run on the machine) is left alone; so is one whose pid was reused."""
+    try:
+        names = os.listdir(directory)
+    except OSError:  # no /dev/shm (macOS, Windows): segments live elsewhere
+        return []
+    swept = []
+    for name in names:
+        match = _NAME.match(name)
+        if match is None or pid_alive(int(match.group(1))):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+        except OSError:  # another sweeper got there first, or not ours to remove
+            continue
+        swept.append(name)
+    return swept
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (one of another user's counts)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OverflowError:
+        return False
+    return True

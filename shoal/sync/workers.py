@@ -30,10 +30,15 @@ SPAWN = multiprocessing.get_context("spawn")
 
 
 def child_prologue(torch_threads: int | None = 1) -> Callable[[], bool]:
-    """What a worker process does first: ignore Ctrl-C (the parent stops it), set its torch
+    """What a worker process does first: ignore Ctrl-C, SIGTERM and SIGUSR1 (the parent
+    stops it), set its torch
     threads (None: leave torch unimported), and return a function telling whether the
     process that started it is still its parent."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM and SIGUSR1 too: a scheduler signals the whole job, and the parent, which
+    # checkpoints on them, stops its workers in order (SIGKILL still ends a worker).
+    for name in ("SIGINT", "SIGTERM", "SIGUSR1"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
     if torch_threads is not None:
         import torch
 

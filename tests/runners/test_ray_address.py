@@ -1,6 +1,7 @@
 """A Ray cluster address where no Ray cluster answers (``--ray-address`` or ``RAY_ADDRESS``)
 fails within seconds with one line naming it, exit code 2 and no run directory, where
-``ray.init`` would retry for minutes. Nothing here starts Ray."""
+``ray.init`` would retry for minutes; so does a cluster that asks for a token the driver
+lacks, and a Ray too old to ask for one itself. Nothing here starts Ray."""
 
 import socket
 import subprocess
@@ -12,6 +13,9 @@ from pathlib import Path
 import pytest
 
 from shoal.cli import main
+from shoal.errors import ConfigError
+from shoal.runners.ray import address
+from shoal.runners.ray.address import local_auth_warning, require_ray_version
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.timeout(60)
@@ -161,3 +165,94 @@ def test_the_shoal_command_fails_fast_without_ray_log(tmp_path):
     assert err[0].startswith("shoal: error: ray.address '127.0.0.1:1': no Ray cluster answers")
     assert "connection refused" in err[0]
     assert_no_run_dir(out)
+
+
+@pytest.mark.parametrize("version", ["2.59.0", "2.60.0", "2.61.0rc1", "3.0.0.dev0"])
+def test_a_ray_that_asks_for_a_token_by_default_is_accepted(version):
+    require_ray_version(version)
+
+
+@pytest.mark.parametrize("version", ["2.58.2", "2.40.0", "1.99.0", "nightly"])
+def test_an_older_ray_is_refused_naming_both_versions(version):
+    with pytest.raises(ConfigError) as e:
+        require_ray_version(version)
+    assert str(e.value).startswith(f"Ray {version} is installed; the ray runner needs Ray >= 2.59")
+    assert "\n" not in str(e.value)
+
+
+def test_an_older_ray_fails_a_run_in_one_line_before_anything_starts(tmp_path, capsys, monkeypatch):
+    """No Ray started (``no_ray_session`` checks), no run directory, exit code 2."""
+    monkeypatch.setattr(ray, "__version__", "2.58.0")
+    out = tmp_path / "out"
+    code, err, wall = train(capsys, out)
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("shoal: error: Ray 2.58.0 is installed; the ray runner needs Ray")
+    assert "pip install 'ray>=2.59'" in err[0]
+    assert wall < 20
+    assert_no_run_dir(out)
+
+
+@pytest.mark.parametrize("mode", ["disabled", "DISABLED", "nonsense"])
+def test_a_local_ray_without_its_token_is_warned_of(monkeypatch, mode):
+    monkeypatch.setenv("RAY_AUTH_MODE", mode)
+    assert f"RAY_AUTH_MODE={mode!r}" in local_auth_warning()
+
+
+@pytest.mark.parametrize("mode", [None, "token", "TOKEN"])
+def test_a_local_ray_with_its_token_is_not_warned_of(monkeypatch, mode):
+    if mode is None:
+        monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    else:
+        monkeypatch.setenv("RAY_AUTH_MODE", mode)
+    assert local_auth_warning() is None
+
+
+@pytest.fixture
+def gcs_with_a_token():
+    """A gRPC server on 127.0.0.2 answering the GCS's cluster-id request only with the
+    token ``right`` (as a Ray >= 2.59 cluster started with a token does); its address."""
+    from concurrent import futures
+
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    class Gcs(gcs_service_pb2_grpc.NodeInfoGcsServiceServicer):
+        def GetClusterId(self, request, context):  # noqa: N802 - the gRPC method's name
+            if dict(context.invocation_metadata()).get("authorization") != "Bearer right":
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, "InvalidAuthToken")
+            return gcs_service_pb2.GetClusterIdReply()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    gcs_service_pb2_grpc.add_NodeInfoGcsServiceServicer_to_server(Gcs(), server)
+    port = server.add_insecure_port("127.0.0.2:0")
+    server.start()
+    yield f"127.0.0.2:{port}"
+    server.stop(0)
+
+
+def test_a_cluster_that_asks_for_a_token_the_driver_lacks_fails_fast(
+    tmp_path, capsys, monkeypatch, gcs_with_a_token
+):
+    """Where ``ray.init`` would retry for about 20 s: one line saying what to set."""
+    monkeypatch.setattr(address, "_driver_token", lambda: ())
+    out = tmp_path / "out"
+    code, err, wall = train(capsys, out, "--ray-address", gcs_with_a_token)
+    assert code == 2 and len(err) == 1, err
+    assert err[0] == (
+        f"shoal: error: ray.address {gcs_with_a_token!r}: the Ray cluster there asks for a "
+        "token: set RAY_AUTH_MODE=token and give its token in RAY_AUTH_TOKEN, "
+        "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+    )
+    assert wall < 20
+    assert_no_run_dir(out)
+
+
+def test_a_cluster_that_refuses_the_drivers_token_fails_fast(monkeypatch, gcs_with_a_token):
+    monkeypatch.setattr(address, "_driver_token", lambda: (("authorization", "Bearer wrong"),))
+    with pytest.raises(ConfigError, match="refuses this driver's token"):
+        address.preflight(gcs_with_a_token, "ray.address")
+
+
+def test_a_cluster_that_takes_the_drivers_token_passes(monkeypatch, gcs_with_a_token):
+    monkeypatch.setattr(address, "_driver_token", lambda: (("authorization", "Bearer right"),))
+    address.preflight(gcs_with_a_token, "ray.address")

@@ -2,10 +2,12 @@
 hold the suite's own local Ray): a real two-node cluster on this machine (a head on
 127.0.0.2 and a second node on 127.0.0.3, one CPU each, actors asking for one CPU each, so
 the two actors must run on different nodes) joined with ``--ray-address``; and a run on its
-embedded Ray cut by Ctrl-C. Everything listens on loopback; each Ray's own temp dir names
-its processes, so stopping it leaves any other Ray alone.
+embedded Ray, whose ports are checked, cut by Ctrl-C. Node addresses are loopback ones, but
+Ray's core servers listen on every interface (Ray 2.60 binds them to 0.0.0.0); each Ray's
+own temp dir names its processes, so stopping it leaves any other Ray alone.
 """
 
+import ipaddress
 import os
 import shutil
 import signal
@@ -49,6 +51,68 @@ def cluster_processes(temp_dir: str) -> list[int]:
         if any(temp_dir in name for name in names):
             found.append(int(entry.name))
     return found
+
+
+def listening(pids: list[int]) -> list[tuple[ipaddress.IPv4Address | ipaddress.IPv6Address, int]]:
+    """The TCP addresses the processes ``pids`` listen on (from /proc: sockets whose inode
+    one of them holds open)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            links = [os.readlink(fd) for fd in Path(f"/proc/{pid}/fd").iterdir()]
+        except OSError:
+            continue
+        inodes |= {link[8:-1] for link in links if link.startswith("socket:[")}
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            fields = row.split()
+            if fields[3] != "0A" or fields[9] not in inodes:  # 0A: LISTEN
+                continue
+            ip_hex, port_hex = fields[1].split(":")
+            raw = bytes.fromhex(ip_hex)  # 32-bit words in host (little-endian) order
+            ip = ipaddress.ip_address(b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4)))
+            found.append((ip, int(port_hex, 16)))
+    return found
+
+
+TOKEN_CHECKED = [  # one method of each service Ray's core servers hold; empty requests
+    "/ray.rpc.NodeInfoGcsService/GetAllNodeInfo",  # the GCS
+    "/ray.rpc.NodeManagerService/GetNodeStats",  # the raylet's node manager
+    "/ray.rpc.ObjectManagerService/Pull",  # the raylet's object manager
+    "/ray.rpc.CoreWorkerService/NumPendingTasks",  # the driver and each worker
+]
+
+
+def token_answers(port: int) -> set[str]:
+    """The gRPC statuses the server on ``port`` (reached on 127.0.0.1) answers the
+    :data:`TOKEN_CHECKED` methods with, called without a token."""
+    import grpc
+
+    answers = set()
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        for method in TOKEN_CHECKED:
+            try:
+                channel.unary_unary(method)(b"", timeout=5)
+                answers.add("OK")
+            except grpc.RpcError as e:
+                answers.add(e.code().name)
+    return answers
+
+
+def assert_loopback_or_behind_a_token(pids: list[int]) -> None:
+    """Every port of the Ray processes ``pids`` listens on a loopback address, or on every
+    interface (Ray's core servers: measured so at 2.60, whatever the node address) and
+    refuses a caller without the cluster's token. None binds the machine's own network
+    address (the runtime-env agent did, before the node address was loopback)."""
+    ports = listening(pids)
+    assert ports, "found no listening port of the run's Ray"
+    for ip, port in ports:
+        if ip.is_loopback:
+            continue
+        assert ip.is_unspecified, f"{ip}:{port}: a port on a network address"
+        answers = token_answers(port)
+        assert "UNAUTHENTICATED" in answers and "OK" not in answers, (port, answers)
 
 
 def wait_for_nodes(address: str, env: dict, *, count: int, timeout: float = 60.0) -> None:
@@ -118,15 +182,20 @@ def test_a_run_joins_a_two_node_cluster_and_uses_both_nodes(tmp_path, two_nodes)
     assert max(nodes) == 2
 
 
-def test_ctrl_c_with_an_embedded_ray_checkpoints_and_leaves_no_ray_process(tmp_path):
+def test_an_embedded_ray_asks_for_its_token_and_ctrl_c_leaves_no_ray_process(tmp_path):
+    """The local Ray a run starts (shoal's defaults, Ray's default authentication): its
+    ports are loopback ones or refuse callers without its token; Ctrl-C checkpoints and
+    stops it. One test: a Ray start costs seconds."""
     temp_dir = f"/tmp/shoal-ray-{os.getpid()}-{time.monotonic_ns() % 100000}"
     cmd = [str(Path(sys.executable).with_name("shoal")), "train", "cartpole", "--runner", "ray"]
     # A run that cannot end before the Ctrl-C (the preset's would solve CartPole first).
     cmd += ["--workers", "2", "--steps", "1000000", "--no-progress"]
-    cmd += ["--set", "run.stop_return=none"]
-    cmd += ["--set", "ray.node_ip_address='127.0.0.2'", "--set", f"ray.temp_dir='{temp_dir}'"]
+    cmd += ["--set", "run.stop_return=none", "--set", f"ray.temp_dir='{temp_dir}'"]
     cmd += ["--set", "run.log_every=100", "--run-dir", str(tmp_path / "r")]
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    # Ray's default authentication: none of this process's (a local Ray started here sets
+    # RAY_AUTH_MODE=token in it; a shell may have set it to disabled).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
     # A terminal's Ctrl-C reaches the whole process group: the run and its Ray.
     # A suite started in the background (`make test &`) inherits SIGINT ignored, and so
     # would the run: give it the default, as a terminal's run has.
@@ -146,6 +215,7 @@ def test_ctrl_c_with_an_embedded_ray_checkpoints_and_leaves_no_ray_process(tmp_p
         ):
             time.sleep(0.5)
         assert metrics.is_file(), "the run did not start"
+        assert_loopback_or_behind_a_token(cluster_processes(temp_dir))
         rows = len(read_metrics(metrics))
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=180)

@@ -65,7 +65,7 @@ def test_a_killed_actor_is_restarted_and_the_run_completes(
     assert state["replay"]["buffer"]["storage"]["size"] > 1000
 
 
-def test_a_lost_replay_actor_stops_the_run_after_a_checkpoint(
+def test_a_lost_replay_actor_stops_the_run_with_a_checkpoint_beside_the_last_good_one(
     tmp_path, tiny, monkeypatch, ray_session
 ):
     original, killed = apex.RayRunner.learn, []
@@ -81,10 +81,15 @@ def test_a_lost_replay_actor_stops_the_run_after_a_checkpoint(
     monkeypatch.setattr(apex.RayRunner, "learn", learn)
     with pytest.raises(apex.ReplayLostError, match="replay actor died"):
         shoal.train("cartpole", overrides=ray_run(tiny), run_dir=tmp_path / "r")
-    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    run = RunDir(tmp_path / "r")
+    state = load_checkpoint(run.error_checkpoint)  # the learner, without the lost replay
     assert killed and state["loop"]["step"] >= killed[0] and state["replay"] is None
     assert state["learner"]["updates"] > 0
-    result = shoal.train(resume=tmp_path / "r")  # continues with an empty replay
+    if run.checkpoint.is_file():  # the last periodic checkpoint keeps its replay
+        assert load_checkpoint(run.checkpoint)["replay"] is not None
+    else:  # none yet: the error-time one is what there is to continue from
+        run.error_checkpoint.rename(run.checkpoint)
+    result = shoal.train(resume=tmp_path / "r")
     assert result.env_steps >= 1500
 
 

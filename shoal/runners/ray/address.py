@@ -1,20 +1,36 @@
-"""Where a ray run joins a cluster, and a check, in seconds, that a Ray cluster answers there.
+"""Where a ray run's Ray is, and what the runner asks of it.
 
 ``ray.init(address=...)`` retries an address where no Ray answers for minutes, printing
 Ray's connection log; a run must instead fail at once with one line naming the address,
 before its run directory exists. The check connects (TCP), sees a gRPC server answer
 (HTTP/2) and asks it for the cluster id (Ray's GCS), each within a few seconds.
+
+A local Ray runs any code sent to its ports. Its core servers (GCS, raylet, every worker)
+listen on all interfaces whatever the node address (Ray 2.60's gRPC servers bind 0.0.0.0;
+measured: with ``RAY_AUTH_MODE=disabled`` the GCS of a Ray on 127.0.0.2 answered anyone on
+the machine's network address too), so the token Ray asks for is what keeps others out:
+the runner needs a Ray that asks for one by default (:func:`require_ray_version`).
+Its node address is a loopback one where the machine has it (:func:`local_node_ip`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import socket
+import sys
 from typing import Any
 
 from shoal.errors import ConfigError
 
-__all__ = ["cluster_address", "preflight"]
+__all__ = [
+    "MIN_RAY_VERSION",
+    "cluster_address",
+    "local_auth_warning",
+    "local_node_ip",
+    "preflight",
+    "require_ray_version",
+]
 
 
 _PREFLIGHT_TIMEOUT = 3.0
@@ -23,6 +39,55 @@ _PREFLIGHT_TIMEOUT = 3.0
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 """An HTTP/2 client's opening (its preface and an empty SETTINGS frame): a gRPC server,
 as Ray's GCS and Ray Client servers are, answers with a SETTINGS frame of its own."""
+
+MIN_RAY_VERSION = (2, 59)
+"""The first Ray whose local ``ray.init`` asks for a token by default (Ray 2.59; from 2.61
+``ray start`` clusters do too). Before it a local Ray runs jobs for anyone who reaches its
+ports, and those listen on every interface."""
+
+_LOOPBACK_NODE_IP = "127.0.0.2"
+"""The local Ray's node address: loopback, but not 127.0.0.1, which Ray 2.60 on Linux
+rewrites to the machine's network address (``resolve_ip_for_localhost``)."""
+
+
+def require_ray_version(version: str) -> None:
+    """A :class:`ConfigError` naming ``version`` unless it is at least
+    :data:`MIN_RAY_VERSION`: an older Ray's local cluster takes jobs without a token."""
+    need = ".".join(map(str, MIN_RAY_VERSION))
+    got = re.match(r"(\d+)\.(\d+)", version)
+    if got and (int(got[1]), int(got[2])) >= MIN_RAY_VERSION:
+        return
+    raise ConfigError(
+        f"Ray {version} is installed; the ray runner needs Ray >= {need} (older local Rays "
+        f"run jobs for anyone who reaches their ports): pip install 'ray>={need}'"
+    )
+
+
+def local_node_ip() -> str | None:
+    """The node address of the local Ray a run starts: :data:`_LOOPBACK_NODE_IP` on Linux
+    where it can be bound; none elsewhere (Ray on macOS and Windows takes 127.0.0.1 itself,
+    and macOS has no 127.0.0.2). Only the runtime-env agent binds the node address (at
+    Ray 2.60): with none it listened on the machine's network address."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        with socket.socket() as s:
+            s.bind((_LOOPBACK_NODE_IP, 0))
+    except OSError:
+        return None
+    return _LOOPBACK_NODE_IP
+
+
+def local_auth_warning() -> str | None:
+    """A warning line if ``RAY_AUTH_MODE`` turns off the local Ray's token (Ray's opt-out,
+    which the run respects): its ports then run jobs for anyone who reaches them."""
+    mode = os.environ.get("RAY_AUTH_MODE")
+    if mode is None or mode.lower() == "token":
+        return None
+    return (
+        f"shoal: RAY_AUTH_MODE={mode!r}: the local Ray asks for no token and its ports "
+        "listen on every interface; anyone who reaches them can run code here"
+    )
 
 
 def cluster_address(cfg: Any) -> tuple[str, str] | None:
@@ -62,9 +127,30 @@ def _refusal(host: str, port: int) -> str | None:
     return None
 
 
-def _not_a_gcs(target: str) -> str | None:
-    """Why the gRPC server at ``target`` is not a Ray cluster's GCS, or none if it is (or
-    cannot be asked: ``grpcio`` absent, an answer other than these)."""
+def _driver_token() -> tuple[tuple[str, str], ...]:
+    """The gRPC metadata carrying the token ``ray.init`` would send a cluster: none where
+    this process has token authentication off (``RAY_AUTH_MODE``), no token, or a Ray
+    without tokens."""
+    try:
+        from ray._raylet import (
+            AuthenticationMode,
+            AuthenticationTokenLoader,
+            get_authentication_mode,
+        )
+    except ImportError:
+        return ()
+    if get_authentication_mode() != AuthenticationMode.TOKEN:
+        return ()
+    loader = AuthenticationTokenLoader.instance()
+    if not loader.has_token():
+        return ()
+    return tuple(loader.get_token_for_http_header().items())
+
+
+def _ask_gcs(target: str, token: tuple[tuple[str, str], ...]) -> str | None:
+    """The gRPC status (``OK``, ``UNIMPLEMENTED``...) the server at ``target`` answers a
+    request for the cluster id with, sent with ``token``; none if it cannot be asked
+    (``grpcio`` absent)."""
     try:
         import grpc
         from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
@@ -72,23 +158,24 @@ def _not_a_gcs(target: str) -> str | None:
         return None
     with grpc.insecure_channel(target) as channel:
         stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        request = gcs_service_pb2.GetClusterIdRequest()
         try:
-            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=_PREFLIGHT_TIMEOUT)
+            stub.GetClusterId(request, timeout=_PREFLIGHT_TIMEOUT, metadata=token)
         except grpc.RpcError as e:
-            if e.code() == grpc.StatusCode.UNIMPLEMENTED:
-                return (
-                    "a server answers but it is not a Ray cluster's GCS; a Ray Client port "
-                    "takes ray://HOST:PORT"
-                )
-            if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-                return f"the GCS there does not answer within {_PREFLIGHT_TIMEOUT:g} s"
-    return None
+            return e.code().name
+    return "OK"
+
+
+_TOKEN_PLACES = "RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"
+"""Where ``ray.init`` reads a cluster's token from, first found first."""
 
 
 def preflight(address: str, source: str) -> None:
     """A :class:`ConfigError` naming ``address`` (set by ``source``) unless a Ray cluster
-    answers there, within seconds: ``ray.init`` retries an address where nothing answers
-    for minutes. ``local`` (Ray starts one) and schemes other than ``ray://`` are Ray's."""
+    answers there and takes this driver's token if it asks for one, within seconds:
+    ``ray.init`` retries an address where nothing answers for minutes. ``local`` (Ray
+    starts one) and schemes other than ``ray://`` are Ray's; a Ray Client server
+    (``ray://``) is only seen to answer."""
     what = f"{source} {address!r}"
     client = address.startswith("ray://")
     if address == "local" or ("://" in address and not client):
@@ -113,6 +200,29 @@ def preflight(address: str, source: str) -> None:
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ConfigError(f"{what}: not HOST:PORT (or ray://HOST:PORT, auto, local)")
     seen = "" if target == address.removeprefix("ray://") else f"{target}: "
-    why = _refusal(host, int(port)) or (None if client else _not_a_gcs(target))
+    why = _refusal(host, int(port))
+    token: tuple[tuple[str, str], ...] = ()
+    status = None
+    if why is None and not client:
+        token = _driver_token()
+        status = _ask_gcs(target, token)
+    if status == "UNIMPLEMENTED":
+        why = (
+            "a server answers but it is not a Ray cluster's GCS; a Ray Client port takes "
+            "ray://HOST:PORT"
+        )
+    elif status == "DEADLINE_EXCEEDED":
+        why = f"the GCS there does not answer within {_PREFLIGHT_TIMEOUT:g} s"
     if why:
         raise ConfigError(f"{what}: no Ray cluster answers there ({seen}{why})")
+    # A GCS that wants a token: ray.init without the right one retries for about 20 s,
+    # printing a line a second (measured, Ray 2.60), then fails.
+    if status == "UNAUTHENTICATED" and token:
+        raise ConfigError(
+            f"{what}: the Ray cluster there refuses this driver's token, read from {_TOKEN_PLACES}"
+        )
+    if status == "UNAUTHENTICATED":
+        raise ConfigError(
+            f"{what}: the Ray cluster there asks for a token: set RAY_AUTH_MODE=token and "
+            f"give its token in {_TOKEN_PLACES}"
+        )

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 import uuid
 from collections import deque
@@ -37,7 +38,13 @@ from shoal.replay import ReplayService
 from shoal.run.loop import Collected
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.ray.actor import RolloutActor
-from shoal.runners.ray.address import cluster_address, preflight
+from shoal.runners.ray.address import (
+    cluster_address,
+    local_auth_warning,
+    local_node_ip,
+    preflight,
+    require_ray_version,
+)
 
 __all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
 
@@ -111,16 +118,18 @@ class ReplayLostError(ShoalError):
 def local_ray_options(
     num_cpus: int | None = None, node_ip_address: str | None = None, temp_dir: str | None = None
 ) -> dict[str, Any]:
-    """``ray.init`` arguments of the local Ray a run starts: no dashboard, and workers at
-    niceness 0, not Ray's 15, so the replay actor outranks the actors (which nice
-    themselves to ``ray.actor_nice``): on 2 cores that cut the learner's wait for batches
-    from 6-9% of its time to 1%."""
+    """``ray.init`` arguments of the local Ray a run starts: no dashboard (an HTTP server
+    that takes jobs), a loopback node address unless one is given
+    (:func:`~shoal.runners.ray.address.local_node_ip`), and workers at niceness 0, not
+    Ray's 15, so the replay actor outranks the actors (which nice themselves to
+    ``ray.actor_nice``): on 2 cores that cut the learner's wait for batches from 6-9% of its
+    time to 1%."""
     return {
         "address": "local",
         "num_cpus": num_cpus or os.cpu_count(),
         "include_dashboard": False,
         "log_to_driver": False,
-        "_node_ip_address": node_ip_address,
+        "_node_ip_address": node_ip_address or local_node_ip(),
         "_temp_dir": temp_dir,
         "_system_config": {"worker_niceness": 0},
     }
@@ -133,6 +142,7 @@ def _ray() -> Any:
         raise ConfigError(
             "run.runner 'ray' needs Ray: pip install 'shoal[ray]' (or pip install ray)"
         ) from e
+    require_ray_version(ray.__version__)  # before any Ray starts or is joined
     return ray
 
 
@@ -204,6 +214,8 @@ class RayRunner(DQNRunner):
                     f"{given[1]} {given[0]!r}: could not join the Ray cluster there ({line[0]})"
                 ) from e
         else:
+            if warning := local_auth_warning():
+                print(warning, file=sys.stderr)
             ray.init(**local_ray_options(c.num_cpus, c.node_ip_address, c.temp_dir))
         self.started_ray = True
 
@@ -403,6 +415,10 @@ class RayRunner(DQNRunner):
     def load_replay_state(self, state: Any) -> None:
         """Kept until :meth:`start` loads it into the new replay actor."""
         self.resume_replay = state
+
+    def state_is_whole(self) -> bool:
+        """Not once the replay actor is lost (its contents went with it)."""
+        return not self.replay_lost
 
     def state_dict(self) -> dict[str, Any]:
         """The learner, the replay actor's contents, the RNG states, the start count."""
