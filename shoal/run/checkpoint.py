@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from shoal.errors import CheckpointError, RunDirError
+from shoal.errors import CheckpointError, RunDirError, ShoalError
 from shoal.run.files import atomic_write
 from shoal.run.plain_data import from_plain, to_plain
 
@@ -94,12 +94,12 @@ def load_checkpoint(
             warnings.simplefilter("ignore")
             state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
-        if "GLOBAL" not in str(e):  # not a refused object: a damaged file
-            raise _corrupt(path, e) from None
+        refused = "GLOBAL" in str(e)  # an object the safe loader would have had to build
+        what = "holds objects" if refused else "is damaged or holds objects"
         raise CheckpointError(
-            f"checkpoint '{path}' holds objects besides tensors and plain data (written by a "
-            f"shoal before {FORMAT}, or crafted to run code); it was not opened. If you trust "
-            f"the run, convert it once with `shoal upgrade {_run_of(path)} --trust`"
+            f"checkpoint '{path}' {what} besides tensors and plain data (written by a shoal "
+            f"before {FORMAT}, or crafted to run code); it was not opened. If you trust the "
+            f"run, convert it once with `shoal upgrade {_run_of(path)} --trust`"
         ) from None
     except Exception as e:  # any other failure to unpickle: a damaged or foreign file
         raise _corrupt(path, e) from None
@@ -113,6 +113,8 @@ def checkpoint_fits(path: Path, what: str = "this run's config") -> Iterator[Non
     replay capacity, env or a missing field) into a one-line CheckpointError naming it."""
     try:
         yield
+    except ShoalError:
+        raise  # already says what is wrong
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError, AttributeError) as e:
         detail = f"missing field {e}" if isinstance(e, KeyError) else _first_line(e)
         raise CheckpointError(f"checkpoint '{path}' does not fit {what}: {detail}") from None

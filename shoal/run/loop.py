@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shoal.errors import CheckpointError
+from shoal.errors import CheckpointError, RunDirError
 from shoal.run.checkpoint import load_checkpoint, save_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.evaluation import CONFIRM_STREAM
@@ -312,7 +312,10 @@ class RunLoop:
             # write a final checkpoint, then let the original error through.
             e.run_dir = str(self.run_dir.path)  # type: ignore[attr-defined]  # for the CLI's line
             path = self._final_checkpoint_path(e)
-            for step in (runner.stop, runner.interrupt, lambda: self.checkpoint(metrics, path)):
+            steps = [runner.stop, runner.interrupt, lambda: self.checkpoint(metrics, path)]
+            if isinstance(e, RunDirError):  # writing a checkpoint failed: it would again
+                steps.pop()
+            for step in steps:
                 try:  # each on its own: a thread that would not stop must not cost the
                     step()  # checkpoint
                 except Exception as cleanup:  # the original error matters more
