@@ -56,6 +56,7 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/evaluation.py
 	$(PY) benchmarks/pixels.py
 	$(PY) benchmarks/minatar_breakout.py --seeds 3 --minutes 8
+	$(PY) benchmarks/checkpoint_memory.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check shoal tests benchmarks

@@ -6,13 +6,15 @@ fields (``build_replay`` of ``transition_fields``: obs, action, reward, next_obs
 for the ``cartpole`` preset's env (``probe_env``; obs 4 floats, 48 bytes a transition),
 filled with ``--transitions`` (1M) random transitions; ``--obs-dim`` widens the obs. A
 second case, ``--wide-obs-dim`` (1000 floats, image-like) at ``--wide-transitions``
-(100k), shows the same on larger items (``--wide-obs-dim 0`` skips it). The state saved is
+(50k), shows the same on larger items (``--wide-obs-dim 0`` skips it). The state saved is
 what the run loop writes, less the small parts: ``{"config", "loop", "replay":
 buffer.state_dict()}``, built inside the measured call as the run loop builds it.
 
 - old: ``torch.save({"format": "shoal-checkpoint-v2", **state}, f)`` through
   ``atomic_write`` (the code before v3): the numpy arrays are pickled, each copied into a
-  bytes object and then into the pickle stream; read back with
+  bytes object and then into the pickle stream, which torch builds whole in memory before
+  writing it (and at torch's pickle protocol 2 a bytes object goes as a latin-1 string:
+  random bytes take about 1.5x in the stream and the file); read back with
   ``torch.load(weights_only=False)``.
 - new: ``shoal.run.checkpoint.save_checkpoint`` (``to_plain`` turns the arrays into tagged
   tensors sharing their memory, which ``torch.save`` writes from storage); read back with
@@ -27,12 +29,13 @@ that ``VmRSS``: the extra peak above what the process held before, also as a rat
 replay's size. A load's peak includes the loaded state itself (1x). Files go to a
 temporary directory (``--dir``), removed at the end; their sizes are reported. Old and new
 run one after another in the same run, so the old / new ratios are side by side; seconds
-include the fsync and depend on the disk and on other work. About 1 minute on 2 cores;
-the wide case's old save peaks at about 5 GiB in all (buffer included).
+include the fsync and depend on the disk and on other work. About 1.5 minutes on 2 cores;
+the wide case's old save peaks at about 3.5 GiB resident (buffer included), the rest at
+under 1 GiB.
 
 Usage:
     python benchmarks/checkpoint_memory.py [--transitions 1000000] [--obs-dim D]
-        [--wide-obs-dim 1000] [--wide-transitions 100000] [--dir DIR]
+        [--wide-obs-dim 1000] [--wide-transitions 50000] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -50,9 +53,13 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from shoal.config import Config
+    from shoal.replay.buffer import ReplayBuffer
 
 MIB = 2**20
 OLD_FORMAT = "shoal-checkpoint-v2"
@@ -106,7 +113,7 @@ def measure(call: Callable[[], Any]) -> tuple[dict[str, Any], Any]:
     return figures, result
 
 
-def build_filled(obs_dim: int | None, transitions: int) -> tuple[Any, Any]:
+def build_filled(obs_dim: int | None, transitions: int) -> tuple[Config, ReplayBuffer]:
     """The cartpole preset's config and its DQN replay (capacity ``transitions``, obs
     ``obs_dim`` floats or the env's), filled with random transitions."""
     from shoal.agent.builder import build_replay
@@ -177,7 +184,6 @@ def run_phase(phase: str, path: Path, obs_dim: int | None, transitions: int) -> 
     }
     out, _ = measure(calls[phase])
     out["replay_bytes"] = item_bytes(buffer.specs) * transitions
-    out["obs_dim"] = buffer.specs["obs"][0][0]
     if phase != "state-dict":
         out["file_bytes"] = path.stat().st_size
     return out
@@ -282,7 +288,7 @@ def main() -> None:
     p.add_argument("--transitions", type=int, default=1_000_000, help="items in the replay")
     p.add_argument("--obs-dim", type=int, default=None, help="obs floats (default: the env's)")
     p.add_argument("--wide-obs-dim", type=int, default=1000, help="second case's obs; 0 skips")
-    p.add_argument("--wide-transitions", type=int, default=100_000, help="second case's items")
+    p.add_argument("--wide-transitions", type=int, default=50_000, help="second case's items")
     p.add_argument("--dir", type=Path, default=None, help="where the files go (a temp dir in it)")
     p.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     p.add_argument("--path", type=Path, help=argparse.SUPPRESS)
@@ -292,7 +298,13 @@ def main() -> None:
         print(json.dumps(out))
         return
 
-    obs = "CartPole obs" if args.obs_dim is None else f"obs {args.obs_dim}"
+    if args.obs_dim is None:
+        from shoal.config import load_config
+        from shoal.envs import probe_env
+
+        obs = f"CartPole, obs {probe_env(load_config('cartpole').env).obs_dim}"
+    else:
+        obs = f"obs {args.obs_dim}"
     cases = [Case(f"{obs}, {args.transitions:,} items", args.obs_dim, args.transitions)]
     if args.wide_obs_dim > 0:
         label = f"obs {args.wide_obs_dim}, {args.wide_transitions:,} items"

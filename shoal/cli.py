@@ -7,13 +7,14 @@ Any bad input (config key, value, file, env id, checkpoint, run directory) print
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
 from shoal.mapf.options import MapfEvalOptions
-from shoal.options import add_options, parse_options, positive_int
+from shoal.options import add_options, non_negative_int, parse_options, positive_int
 from shoal.runners import runner_names
 
 __all__ = ["main"]
@@ -142,7 +143,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         help="how an actor's envs are stepped: sync, async or envpool (sets env.vector)",
     )
     train.add_argument("--steps", type=positive_int, help="env steps (sets run.total_steps)")
-    train.add_argument("--seed", type=int, help="run seed (sets run.seed)")
+    train.add_argument("--seed", type=non_negative_int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
 
@@ -158,7 +159,7 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:
         "latest: the last checkpoint",
     )
     ev.add_argument("--episodes", type=positive_int, default=20, help="episodes (default 20)")
-    ev.add_argument("--seed", type=int, help="reset seed (default: run seed + 1)")
+    ev.add_argument("--seed", type=non_negative_int, help="reset seed (default: run seed + 1)")
 
 
 def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
@@ -175,7 +176,9 @@ def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
         metavar="RUN_DIR",
         help="a `sudoku train` run directory (or a table .npz inside one)",
     )
-    so.add_argument("--seed", type=int, default=0, help="tie-breaking seed (default 0)")
+    so.add_argument(
+        "--seed", type=non_negative_int, default=0, help="tie-breaking seed (default 0)"
+    )
 
 
 def _sudoku_train_parser(sub2: argparse._SubParsersAction) -> None:
@@ -220,7 +223,7 @@ def _sudoku_train_parser(sub2: argparse._SubParsersAction) -> None:
     tr.add_argument("--encoder", help="table key: local or exact (sets sudoku.encoder)")
     tr.add_argument("--lock", help="global, striped or none (sets sudoku.lock)")
     tr.add_argument("--independent", action="store_true", help="one private table per worker")
-    tr.add_argument("--seed", type=int, help="seed (sets sudoku.seed)")
+    tr.add_argument("--seed", type=non_negative_int, help="seed (sets sudoku.seed)")
     _add_run_arguments(tr, "bonus=0.5 or sudoku.bonus=0.5", "KEY=VALUE")
 
 
@@ -268,7 +271,7 @@ def _train(args: argparse.Namespace) -> int:
     }
     # Shortcut flags go first so that an explicit --set wins.
     overrides = [
-        f"{k}={v!r}" if isinstance(v, str) else f"{k}={v}"
+        f"{k}={json.dumps(v)}" if isinstance(v, str) else f"{k}={v}"  # a TOML string
         for k, v in shortcuts.items()
         if v is not None
     ] + overrides

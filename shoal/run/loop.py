@@ -35,6 +35,7 @@ from shoal.run.checkpoint import load_checkpoint, save_checkpoint
 from shoal.run.directory import RunDir
 from shoal.run.evaluation import CONFIRM_STREAM
 from shoal.run.metrics import MetricsWriter
+from shoal.run.preemption import reclaim_preemption_signals
 from shoal.run.progress import TrainProgress
 from shoal.run.seeding import derive_seed
 
@@ -297,6 +298,7 @@ class RunLoop:
         metrics = MetricsWriter(self.run_dir.metrics, self.run_dir.tensorboard)
         try:
             runner.start()
+            reclaim_preemption_signals()  # a runner's library may have taken them (Ray)
             self.started = True
             with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
                 self._train(metrics, bar)

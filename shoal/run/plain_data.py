@@ -5,9 +5,10 @@ else (a class, a numpy array, a function) is refused before it is built. Run dir
 are what people share, so every checkpoint shoal writes must pass that loader. A runner's
 state holds numpy arrays (replay, episode counters, RNG states) besides tensors: they go
 to disk as tensors sharing the arrays' memory, tagged so that they come back as the same
-numpy dtype and shape. Sharing matters for size: pickling a numpy array copies it into a
-bytes object and the pickle stream, about 4x a replay buffer's size in memory at the save;
-a tensor is written straight from its storage.
+numpy dtype and shape. Sharing matters for size: ``torch.save`` pickles a numpy array's
+bytes as latin-1 text into a stream built whole in memory, 7.5x a replay buffer's size at
+the save (``benchmarks/checkpoint_memory.py``); a tensor is written straight from its
+storage.
 
 Example:
     >>> import numpy as np

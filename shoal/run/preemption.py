@@ -21,7 +21,11 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["PREEMPTION_SIGNALS", "Preempted", "preemption_signals"]
+__all__ = ["PREEMPTION_SIGNALS", "Preempted", "preemption_signals", "reclaim_preemption_signals"]
+
+_HANDLER: list[Any] = []
+"""The active handler (at most one), so that it can be put back after a library took the
+signals (``ray.init`` makes the driver exit on SIGTERM)."""
 
 PREEMPTION_SIGNALS: tuple[signal.Signals, ...] = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name)
@@ -60,8 +64,19 @@ def preemption_signals() -> Iterator[None]:
         raise Preempted(signum)
 
     previous = {sig: signal.signal(sig, handler) for sig in PREEMPTION_SIGNALS}
+    _HANDLER.append(handler)
     try:
         yield
     finally:
+        _HANDLER.remove(handler)
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def reclaim_preemption_signals() -> None:
+    """Put the active handler back on SIGTERM and SIGUSR1, after starting something that
+    installs its own (a local Ray's driver exits on SIGTERM, checkpoint or not). Does
+    nothing outside :func:`preemption_signals` or the main thread."""
+    if _HANDLER and threading.current_thread() is threading.main_thread():
+        for sig in PREEMPTION_SIGNALS:
+            signal.signal(sig, _HANDLER[-1])

@@ -76,7 +76,7 @@ class ProcessesConfig:
     learning_steps_per_batch: int = param(0, ge=0)
     """Gradient steps per collected batch (0: as many as the serial runner would take for
     the env steps collected: the update schedule's)."""
-    learner_threads: int = param(0, ge=0)
+    learner_threads: int = param(0, ge=0, le=4096)
     """torch threads of the learner's process (0: run.torch_threads). Workers take one
     thread each and leave most of a core idle when the learner is the bottleneck: a
     learner-bound run on few cores gains from giving it those cores."""
@@ -87,7 +87,7 @@ class ProcessesConfig:
     """Updates between weight publishes within a batch's learning, each also taking in what
     workers sent meanwhile (0: publish and take in only after the batch): the workers'
     weights stay this many updates behind at most, and they never wait out a long batch."""
-    worker_timeout: float = param(60.0, gt=0.0)
+    worker_timeout: float = param(60.0, gt=0.0, le=86400.0)
     """Seconds a worker may stay silent before it is killed and restarted."""
     max_episodes: int = param(0, ge=0)
     """Stop after this many episodes (0: no limit; run.total_steps still applies)."""

@@ -57,7 +57,7 @@ class LearnerThreadError(RoundThreadsError):
 class ThreadsConfig:
     """The threads runner: one acting thread and K learner threads on one network."""
 
-    learner_threads: int = param(2, gt=0)
+    learner_threads: int = param(2, gt=0, le=4096)
     """Learner threads computing gradients in parallel under the read lock."""
     grad_accum_steps: int = param(1, gt=0)
     """Micro-batches whose gradients a learner averages into one optimizer step."""
@@ -66,7 +66,7 @@ class ThreadsConfig:
     max_lag: int = param(32, ge=0)
     """Updates the learners may fall behind the schedule (gradient_steps every train_freq
     env steps) before acting waits; 0 is lockstep, which reproduces the serial runner."""
-    lock_timeout: float = param(60.0, gt=0.0)
+    lock_timeout: float = param(60.0, gt=0.0, le=86400.0)
     """Seconds a thread waits for the read/write lock before failing the run."""
 
 

@@ -96,7 +96,7 @@ class SudokuConfig:
     and so the exploration left to do, are shared too."""
     seed: int = param(0, ge=0)
     """Seed of the workers' random choices."""
-    worker_timeout: float = param(600.0, gt=0.0)
+    worker_timeout: float = param(600.0, gt=0.0, le=86400.0)
     """Seconds without a report from any worker before the run is declared stuck."""
     progress: bool = True
     """Show a progress bar."""

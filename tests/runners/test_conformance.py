@@ -9,7 +9,11 @@ is what adding a runner costs.
 """
 
 import multiprocessing as mp
+import os
+import signal
+import subprocess
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -188,4 +192,77 @@ def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
     # episodes at 300-380) after a confirmed solve; an unsolved policy scores far lower.
     returns = shoal.evaluate_run(tmp_path / "r", episodes=20)
     assert returns.mean() >= 425, returns
+    no_leftovers()
+
+
+def _session_processes(sid):
+    """Pids of live processes in session ``sid`` (the run started its own)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[3]) == sid and fields[0] != "Z":  # the session id, not a zombie
+            pids.append(int(entry.name))
+    return pids
+
+
+def _wait_for_step(metrics, step, proc, timeout=180):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        if metrics.is_file():
+            rows = [r for r in read_metrics(metrics) if r["kind"] == "tick"]
+            if rows and int(rows[-1]["step"]) >= step:
+                return
+        time.sleep(0.2)
+    raise AssertionError(f"no tick past step {step} in {timeout} s")
+
+
+PREEMPTIONS = [
+    (name, "SIGTERM", "group" if name in ("processes", "ray") else "process")
+    for name in RUNNERS
+    if name != "episodes"
+] + [("serial", "SIGUSR1", "process")]
+"""SIGTERM on every runner: to the run's process (docker stop, Kubernetes), or to its whole
+process group where it has children of its own, workers or a local Ray (Slurm, systemd);
+and Slurm's SIGUSR1 warning."""
+
+
+@pytest.mark.parametrize("name, sig, target", PREEMPTIONS)
+def test_a_preemption_signal_checkpoints_stops_everything_and_resume_continues(
+    name, sig, target, tmp_path, tiny
+):
+    run = RunDir(tmp_path / "r")
+    overrides = runner_overrides(
+        name, tiny, run__total_steps=1_000_000, run__checkpoint_every=500_000
+    )
+    argv = [sys.executable, "-m", "shoal.cli", "train", "cartpole", "--run-dir", str(run.path)]
+    argv += [x for o in overrides for x in ("--set", o)]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    proc = subprocess.Popen(
+        argv, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
+    )
+    try:
+        _wait_for_step(run.metrics, 300, proc)
+        signum = getattr(signal, sig)
+        os.killpg(proc.pid, signum) if target == "group" else proc.send_signal(signum)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + getattr(signal, sig), err
+    assert f"stopped by {sig}" in err and f"--resume {run.path}" in err, err
+    deadline = time.monotonic() + 30  # a local Ray's daemons take a moment to leave
+    while _session_processes(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _session_processes(proc.pid) == []
+    step = load_checkpoint(run.checkpoint)["loop"]["step"]
+    assert step >= 300  # no periodic checkpoint was due before step 500,000
+    result = shoal.train(resume=run.path, overrides=[f"run.total_steps={step + 300}"])
+    assert result.env_steps >= step + 300
     no_leftovers()

@@ -90,7 +90,7 @@ class AgentsConfig:
     copy_on_train: bool = False
     """Async thread: each phase trains on a copy of the buffers taken when it starts
     (collection never waits for the buffer locks; the copy's priority updates are dropped)."""
-    step_timeout: float = param(60.0, gt=0.0)
+    step_timeout: float = param(60.0, gt=0.0, le=86400.0)
     """Seconds the caller waits for the learning thread or an epoch from the collector
     process before the run fails as hung."""
 

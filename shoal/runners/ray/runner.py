@@ -89,7 +89,7 @@ class RayConfig:
     they share with the learner and the replay actor, actors yield the CPU to those two."""
     max_restarts: int = param(3, ge=0)
     """Restarts Ray grants each actor (an actor killed mid-run comes back this often)."""
-    timeout: float = param(120.0, gt=0.0)
+    timeout: float = param(120.0, gt=0.0, le=86400.0)
     """Seconds the driver waits for any actor or the replay before failing the run."""
 
 
