@@ -9,6 +9,7 @@ overrides a hook; the builder knows no domain.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from shoal.agent.networks import image_encoder
 from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
 from shoal.envs.vector import check_engine
+from shoal.errors import ConfigError
 from shoal.run.evaluation import evaluate
 from shoal.run.runner import Runner
 
@@ -87,6 +89,7 @@ class DQNRunner(Runner):
         self.spec = self.probe(cfg)
         self.learner = self.make_learner(cfg, self.spec)
         self.replay: Any = self.make_replay(cfg, self.spec)
+        _check_memory(cfg, self._replay_bytes())
         self.exploration = build_epsilon(cfg)
         """Exploration epsilon as a function of env steps."""
         self._eval_envs: list[Any] | None = None
@@ -170,9 +173,14 @@ class DQNRunner(Runner):
         """Online and target weights with two Adam moments each, and the replay buffer's
         arrays (where it lives in this process)."""
         params = sum(t.numel() * t.element_size() for t in self.learner.weights().values())
+        return 4 * params + self._replay_bytes()
+
+    def _replay_bytes(self) -> int:
+        """The bytes of the driver's replay arrays at capacity (0 where replay lives
+        elsewhere or grows as it fills)."""
         storage = getattr(self.replay, "storage", None)
         arrays = getattr(storage, "arrays", None) or {}
-        return 4 * params + sum(a.nbytes for a in arrays.values())
+        return sum(a.nbytes for a in arrays.values())
 
     def replay_state(self) -> Any:
         """What a checkpoint keeps of replay (a runner whose replay lives elsewhere, in a
@@ -191,6 +199,21 @@ class DQNRunner(Runner):
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+
+
+def _check_memory(cfg: Config, replay_bytes: int) -> None:
+    """A replay larger than the machine's memory is a config error now, not an OOM kill
+    hours later: numpy's zeroed arrays cost nothing until the ring fills them."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not on this platform: no check
+        return
+    if replay_bytes > total:
+        raise ConfigError(
+            f"config key 'replay.capacity': {cfg.replay.capacity} items take "
+            f"{replay_bytes / 2**30:.1f} GiB, more than this machine's {total / 2**30:.1f} GiB "
+            "of memory; lower it"
+        )
 
 
 def _learner_actor(cfg: Config, spec: EnvSpec, learner: Learner) -> Any:

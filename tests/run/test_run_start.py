@@ -34,7 +34,8 @@ def _one_error_line(err):
     "extra",
     [
         ["--device", "cuda"],
-        ["--set", "replay.capacity=1099511627776"],  # 2**40 items: no machine holds them
+        ["--set", "replay.capacity=1099511627776"],  # 2**40 items: numpy cannot allocate
+        ["--set", "replay.capacity=2147483648"],  # 2**31: allocated lazily, > this machine
         ["--set", "run.seed=18446744073709551616"],
     ],
 )
