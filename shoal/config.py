@@ -36,6 +36,7 @@ else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
 from shoal.errors import ConfigError
+from shoal.run.files import read_text
 
 __all__ = [
     "Config",
@@ -613,27 +614,8 @@ def preset_names() -> list[str]:
 def _read_toml(path: Path) -> dict[str, Any]:
     """The TOML document in ``path``; ConfigError naming the file for one that is missing,
     unreadable, not UTF-8 or not TOML."""
+    text = read_text(path, "config file", ConfigError, allowed="a TOML file in UTF-8")
     where = f"config file {str(path)!r}"  # repr: a newline in a name stays one line
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ConfigError(f"{where} does not exist") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{where} is a directory, not a TOML file") from None
-    except OSError as e:
-        raise ConfigError(f"{where} cannot be read: {e.strerror or e}") from None
-    except ValueError:  # the path holds a NUL byte, which no OS path can
-        raise ConfigError(f"{where} cannot be read: the path holds a NUL character") from None
-    try:
-        # TOML is UTF-8; the byte-order mark some editors write is dropped.
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise ConfigError(
-            f"{where} is not UTF-8 text (byte {data[e.start]:#04x} on line {line}, "
-            f"at offset {e.start}); "
-            "allowed: a TOML file in UTF-8"
-        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

@@ -38,7 +38,34 @@ def tiny(tmp_path):
 
 
 def _shm_names() -> set[str]:
-    return {n for n in os.listdir("/dev/shm") if n.startswith("shoal_")}
+    """shoal's segments that this test run could have made: not those of another live
+    process on the machine (a second test run, a user's training), whose creator's pid is
+    in the name."""
+    from shoal.sync.segments import pid_alive
+
+    names = set()
+    for name in os.listdir("/dev/shm"):
+        pid = name.split("_")[-2] if name.startswith("shoal_") and name.count("_") >= 3 else ""
+        if not pid.isdigit():
+            continue
+        if pid_alive(int(pid)) and not _descends_from_us(int(pid)):
+            continue
+        names.add(name)
+    return names
+
+
+def _descends_from_us(pid: int) -> bool:
+    """Whether ``pid`` is this process or one it started (through any chain)."""
+    me = os.getpid()
+    while pid > 1:
+        if pid == me:
+            return True
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+        except OSError:
+            return False
+        pid = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return False
 
 
 @pytest.fixture

@@ -326,16 +326,18 @@ EDGE_TEXTS = [
 override_values = st.sampled_from(EDGE_TEXTS) | st.text(max_size=30)
 
 
-@FUZZ
-@given(
-    overrides=st.lists(
-        st.tuples(st.sampled_from(KEYS), override_values).map(
-            lambda kv: f"{kv[0][0]}.{kv[0][1]}={kv[1]}"
-        ),
-        min_size=1,
+def override_lists(names: list[str], min_size: int = 0) -> st.SearchStrategy[list[str]]:
+    """Lists of up to three ``NAME=VALUE`` overrides: NAME one of ``names``, VALUE drawn
+    from :data:`override_values`."""
+    return st.lists(
+        st.tuples(st.sampled_from(names), override_values).map(lambda kv: f"{kv[0]}={kv[1]}"),
+        min_size=min_size,
         max_size=3,
     )
-)
+
+
+@FUZZ
+@given(overrides=override_lists([f"{section}.{key}" for section, key in KEYS], min_size=1))
 def test_overrides_of_every_key(overrides: list[str]) -> None:
     cfg = outcome(lambda: load_config(None, overrides))
     if cfg is not None:
@@ -402,12 +404,7 @@ STANDALONE_KEYS = [f.name for f in dataclasses.fields(Standalone)]
 
 @FUZZ
 @given(
-    overrides=st.lists(
-        st.tuples(st.sampled_from(STANDALONE_KEYS), override_values).map(
-            lambda kv: f"{kv[0]}={kv[1]}"
-        ),
-        max_size=3,
-    ),
+    overrides=override_lists(STANDALONE_KEYS),
     values=st.dictionaries(st.sampled_from(STANDALONE_KEYS), toml_values, max_size=2),
 )
 def test_load_section_with_every_bound_combination(

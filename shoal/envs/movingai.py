@@ -42,6 +42,7 @@ import numpy as np
 
 from shoal.envs.mapf import UNREACHABLE, MapfEnv, bfs_distances
 from shoal.errors import ConfigError
+from shoal.run.files import read_text
 
 __all__ = [
     "BLOCKED",
@@ -135,26 +136,15 @@ def _first(chars: list[str], most: int = 10) -> str:
 
 def _lines(path: PathLike, kind: str) -> list[str]:
     """The lines of ``path``, a ``kind`` (``.map`` or ``.scen``) file, or a one-line
-    error: a file that cannot be read, or one that is not UTF-8 text (UnicodeDecodeError
-    would otherwise escape with a traceback)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise ConfigError(f"cannot read {kind} file {_name(path)}: {e.strerror or e}") from None
-    except ValueError:  # a NUL in the path, which no OS path can hold
-        raise ConfigError(f"cannot read {kind} file {_name(path)}: it has a NUL") from None
-    try:
-        # utf-8-sig: a byte-order mark some editors write is not part of the first line
-        return data.decode("utf-8-sig").splitlines()
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise _bad(
-            path,
-            line,
-            f"not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}); allowed: a"
-            f" plain-text {kind} file in UTF-8 (MovingAI's are ASCII)",
-        ) from None
+    error: a file that cannot be read, or one that is not UTF-8 text."""
+    text = read_text(
+        path,
+        f"{kind} file",
+        ConfigError,
+        allowed=f"a plain-text {kind} file in UTF-8 (MovingAI's are ASCII)",
+        at_line=lambda line: f"{_name(path)} line {line}",
+    )
+    return text.splitlines()
 
 
 def _bad(path: PathLike, line: int, message: str) -> ConfigError:

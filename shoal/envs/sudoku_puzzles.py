@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shoal.errors import ShoalError
-from shoal.run.files import atomic_write_text
+from shoal.run.files import atomic_write_text, read_text
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -475,21 +475,13 @@ def load_puzzles(path: str | os.PathLike[str]) -> list[np.ndarray]:
     rather than a division by zero wherever its puzzles are counted.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise SudokuError(f"cannot read puzzle file {_shown(path)}: {e.strerror or e}") from None
-    except ValueError:  # a NUL in the path, which no OS path can hold
-        raise SudokuError(f"cannot read puzzle file {_shown(path)}: it has a NUL") from None
-    try:
-        # utf-8-sig: a byte-order mark some editors write is not part of the first puzzle
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise SudokuError(
-            f"{_shown(path)}, line {line}: not UTF-8 text (byte {data[e.start]:#04x} at offset"
-            f" {e.start}); allowed: a plain-text puzzle file in UTF-8, one puzzle per line"
-        ) from None
+    text = read_text(
+        path,
+        "puzzle file",
+        SudokuError,
+        allowed="a plain-text puzzle file in UTF-8, one puzzle per line",
+        at_line=lambda line: f"{_shown(path)}, line {line}",
+    )
     boards = _parse_lines(text, _shown(path))
     if not boards:
         raise SudokuError(

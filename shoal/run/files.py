@@ -1,4 +1,5 @@
-"""Atomic file writes: a reader sees the old file or the new one, never half of one.
+"""Atomic file writes: a reader sees the old file or the new one, never half of one. And
+:func:`read_text`, for the text files a user names: their text, or a one-line error.
 
 Every file shoal writes as a whole (checkpoints, configs, saved Q-tables, puzzle sets, plots)
 goes through :func:`atomic_write`: the content goes to a temporary file in the same
@@ -20,6 +21,8 @@ Example:
     'hello\\n'
     >>> [p.name for p in path.parent.iterdir()]
     ['note.txt']
+    >>> read_text(path, "note file", ShoalError, allowed="a plain-text note file in UTF-8")
+    'hello\\n'
 """
 
 from __future__ import annotations
@@ -31,7 +34,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-__all__ = ["atomic_write", "atomic_write_bytes", "atomic_write_text", "sweep_stale_temps"]
+from shoal.errors import ShoalError
+
+__all__ = [
+    "atomic_write",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "read_text",
+    "sweep_stale_temps",
+]
 
 _TEMP = re.compile(r"^\..+\.(\d+)-[0-9a-f]{8}\.tmp$")
 
@@ -68,6 +79,70 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``text`` atomically (see :func:`atomic_write`)."""
     return atomic_write_bytes(path, text.encode(encoding))
+
+
+def read_text(
+    path: str | os.PathLike[str],
+    what: str,
+    error: type[ShoalError],
+    *,
+    allowed: str,
+    at_line: Callable[[int], str] | None = None,
+) -> str:
+    """The text of ``path``, a file the user names (a config, a ``.map``, a puzzle set), or
+    a one-line ``error`` naming it.
+
+    Why one function: every such file must fail the same way, as a
+    :class:`~shoal.errors.ShoalError` the CLI prints as one line with exit code 2, never a
+    traceback. The file is read as bytes and decoded as UTF-8, dropping the byte-order mark
+    some editors write (it is not part of the first line); a byte that is not UTF-8 is
+    reported with its line and offset (a ``UnicodeDecodeError`` would escape otherwise), and
+    so is a path that cannot be read: missing, a directory, not permitted, too long, or
+    holding a NUL character (a ``ValueError``, not an ``OSError``).
+
+    ``what`` names the kind of file (``"config file"``, ``".map file"``, ``"puzzle file"``),
+    ``allowed`` what a good one is (``"a TOML file in UTF-8"``), and ``error`` is the
+    ShoalError subclass the caller's other errors are. The file is named by its ``repr``,
+    so a line break in a name cannot break the message.
+
+    Messages take the form of the caller's others. Without ``at_line`` the file is their
+    subject, as for a file read whole: ``config file 'c.toml' does not exist`` (likewise
+    ``is a directory``, ``cannot be read: Permission denied``, ``is not UTF-8 text (byte
+    0xff on line 2, at offset 17); allowed: ...``). ``at_line(n)`` is how the caller names
+    line ``n`` of a file it reports line by line (``"m.map line 5"``): then a path that
+    cannot be read is ``cannot read .map file 'm.map': No such file or directory`` and a bad
+    byte ``m.map line 5: not UTF-8 text (byte 0xff at offset 34); allowed: ...``.
+    """
+    where = f"{what} {os.fsdecode(path)!r}"
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path, which no OS path can
+        raise error(_unreadable(what, where, e, by_line=at_line is not None)) from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line, byte = data.count(b"\n", 0, e.start) + 1, f"byte {data[e.start]:#04x}"
+        if at_line is None:
+            problem = f"{where} is not UTF-8 text ({byte} on line {line}, at offset {e.start})"
+        else:
+            problem = f"{at_line(line)}: not UTF-8 text ({byte} at offset {e.start})"
+        raise error(f"{problem}; allowed: {allowed}") from None
+
+
+def _unreadable(what: str, where: str, e: OSError | ValueError, *, by_line: bool) -> str:
+    """Why ``where``, a ``what``, could not be read, in the form :func:`read_text` says."""
+    nul = isinstance(e, ValueError)
+    reason = getattr(e, "strerror", None) or str(e)
+    if by_line:
+        return f"cannot read {where}: {'it has a NUL' if nul else reason}"
+    if nul:
+        return f"{where} cannot be read: the path holds a NUL character"
+    if isinstance(e, FileNotFoundError):
+        return f"{where} does not exist"
+    if isinstance(e, IsADirectoryError):
+        return f"{where} is a directory, not a {what}"
+    return f"{where} cannot be read: {reason}"
 
 
 def sweep_stale_temps(directory: str | os.PathLike[str]) -> list[Path]:

@@ -103,6 +103,12 @@ def read_or_clean_error(read: Callable[[Path], object], path: Path) -> object | 
         return None
 
 
+def write_and_read(read: Callable[[Path], object], path: Path, data: bytes) -> object | None:
+    """``data`` written to ``path``, then read as :func:`read_or_clean_error` does."""
+    path.write_bytes(data)
+    return read_or_clean_error(read, path)
+
+
 def one_error_line(err: str) -> str:
     """The single ``shoal: error:`` line the CLI wrote to stderr (asserted single)."""
     lines = err.strip().splitlines()
@@ -131,6 +137,15 @@ def sometimes(draw: st.DrawFn, valid: str, mutated: st.SearchStrategy[str], odds
     return draw(mutated) if draw(st.integers(1, odds)) == 1 else valid
 
 
+@pytest.mark.parametrize(
+    ("read", "name"), [(read_map, "fuzz.map"), (read_scen, "fuzz.scen"), (load_puzzles, "fuzz.txt")]
+)
+@FUZZ
+@given(data=st.binary(max_size=300))
+def test_readers_on_arbitrary_bytes(tmp_path, read, name, data):
+    write_and_read(read, tmp_path / name, data)
+
+
 # -- .map files --------------------------------------------------------------------------------
 
 
@@ -157,19 +172,9 @@ def near_valid_maps(draw: st.DrawFn) -> bytes:
 
 
 @FUZZ
-@given(data=st.binary(max_size=300))
-def test_map_reader_on_arbitrary_bytes(tmp_path, data):
-    path = tmp_path / "fuzz.map"
-    path.write_bytes(data)
-    read_or_clean_error(read_map, path)
-
-
-@FUZZ
 @given(data=near_valid_maps())
 def test_map_reader_on_near_valid_maps(tmp_path, data):
-    path = tmp_path / "fuzz.map"
-    path.write_bytes(data)
-    grid = read_or_clean_error(read_map, path)
+    grid = write_and_read(read_map, tmp_path / "fuzz.map", data)
     if grid is not None:
         assert isinstance(grid, np.ndarray) and grid.dtype == bool and grid.ndim == 2
         assert grid.size >= 1
@@ -234,14 +239,6 @@ def scen_map(tmp_path: Path) -> Path:
     path = tmp_path / "m.map"
     path.write_text("type octile\nheight 3\nwidth 4\nmap\n....\n.@..\n....\n")
     return path
-
-
-@FUZZ
-@given(data=st.binary(max_size=300))
-def test_scen_reader_on_arbitrary_bytes(tmp_path, data):
-    path = tmp_path / "fuzz.scen"
-    path.write_bytes(data)
-    read_or_clean_error(read_scen, path)
 
 
 def check_scenario(path: Path, map_path: Path, agents: int) -> None:
@@ -332,19 +329,9 @@ def near_valid_puzzle_files(draw: st.DrawFn) -> bytes:
 
 
 @FUZZ
-@given(data=st.binary(max_size=300))
-def test_puzzle_reader_on_arbitrary_bytes(tmp_path, data):
-    path = tmp_path / "fuzz.txt"
-    path.write_bytes(data)
-    read_or_clean_error(load_puzzles, path)
-
-
-@FUZZ
 @given(data=near_valid_puzzle_files())
 def test_puzzle_reader_on_near_valid_files(tmp_path, data):
-    path = tmp_path / "fuzz.txt"
-    path.write_bytes(data)
-    boards = read_or_clean_error(load_puzzles, path)
+    boards = write_and_read(load_puzzles, tmp_path / "fuzz.txt", data)
     if boards is not None:
         assert isinstance(boards, list) and boards  # never an empty list: that is an error
         assert len({b.shape for b in boards}) == 1

@@ -16,12 +16,8 @@ from shoal.run.checkpoint import FORMAT, load_checkpoint
 from shoal.run.directory import RunDir
 
 pytestmark = pytest.mark.timeout(600)
-FUZZ = settings(
-    max_examples=60,
-    deadline=None,
-    derandomize=True,
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-)
+SLOW_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+FUZZ = settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=SLOW_OK)
 
 
 def _tiny_run(root):

@@ -2,7 +2,6 @@
 leaves nothing that blocks the retry, default names never collide, and what killed writers
 and processes left behind (temp files, shared-memory segments) is swept."""
 
-import multiprocessing as mp
 import os
 import secrets
 
@@ -13,13 +12,14 @@ from shoal.cli import main
 from shoal.run.directory import RunDir
 from shoal.run.files import sweep_stale_temps
 from shoal.sync.segments import create_segment, sweep_dead_segments
+from shoal.sync.workers import SPAWN
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def _dead_pid():
     """The pid of a process that has exited."""
-    proc = mp.get_context("spawn").Process(target=os.getpid)
+    proc = SPAWN.Process(target=os.getpid)
     proc.start()
     proc.join()
     return proc.pid
