@@ -83,7 +83,8 @@ def test_a_hung_learning_step_fails_the_run_within_step_timeout(
     tmp_path, tiny, monkeypatch, harvest
 ):
     # No periodic checkpoint: the hang shows when the run ends and waits for the scheduled
-    # rounds (finish); the only checkpoint is the one RunLoop writes after the error.
+    # rounds (finish); the only checkpoint is the one RunLoop writes after the error
+    # (beside latest.pt, as error.pt).
     release = threading.Event()
     hang_learning(monkeypatch, release)
     over = harvest(agents__async_learning="true", agents__step_timeout=1.0)
@@ -96,7 +97,7 @@ def test_a_hung_learning_step_fails_the_run_within_step_timeout(
             shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
         elapsed = time.monotonic() - t0
         assert elapsed < 8.0, f"the hung run took {elapsed:.1f} s to fail"
-        state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+        state = load_checkpoint(RunDir(tmp_path / "r").error_checkpoint)
         assert state["loop"]["step"] == 600
     finally:
         release.set()
@@ -118,7 +119,7 @@ def test_a_hung_learning_step_does_not_hang_a_periodic_checkpoint(
             shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
         elapsed = time.monotonic() - t0
         assert elapsed < 8.0, f"the hung run took {elapsed:.1f} s to fail"
-        assert RunDir(tmp_path / "r").checkpoint.is_file()
+        assert RunDir(tmp_path / "r").error_checkpoint.is_file()
     finally:
         release.set()
         timer.cancel()

@@ -73,7 +73,7 @@ def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(
         shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert isinstance(info.value, LearningThreadError)
     assert isinstance(info.value.__cause__, ValueError)
-    assert RunDir(tmp_path / "r").checkpoint.is_file()
+    assert RunDir(tmp_path / "r").error_checkpoint.is_file()
     assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
 
 
@@ -138,7 +138,7 @@ def test_a_world_failing_in_the_collector_fails_the_run_with_its_traceback(
     assert (
         "Traceback" in str(info.value) and not info.value.lost
     )  # not restarted: it would fail again
-    assert load_checkpoint(RunDir(tmp_path / "r").checkpoint)["loop"]["step"] == 16
+    assert load_checkpoint(RunDir(tmp_path / "r").error_checkpoint)["loop"]["step"] == 16
     assert not multiprocessing.active_children()
 
 
