@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.config import Config, config_to_dict, load_config, save_config
-from shoal.errors import ConfigError
+from shoal.errors import CheckpointError, ConfigError
 from shoal.run.directory import RunDir
 from shoal.run.loop import TrainResult
 
@@ -138,6 +138,11 @@ def train(
         check_device(cfg)
         run.check_writable()
         run.sweep()
+        if not run.checkpoint.is_file() and run.error_checkpoint.is_file():
+            raise CheckpointError(
+                f"run '{run.path}' has no checkpoints/latest.pt, only error.pt, written when "
+                "it failed; to continue from that state, rename it to latest.pt"
+            )
         state = load_checkpoint(run.checkpoint)
         _check_unfinished(cfg, state, run)
         return _run(cfg, run, resume=state, checkpoint=run.checkpoint)

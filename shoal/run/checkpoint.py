@@ -95,7 +95,7 @@ def load_checkpoint(
             state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         refused = "GLOBAL" in str(e)  # an object the safe loader would have had to build
-        what = "holds objects" if refused else "is damaged or holds objects"
+        what = "holds objects" if refused else "is corrupt or truncated, or holds objects"
         raise CheckpointError(
             f"checkpoint '{path}' {what} besides tensors and plain data (written by a shoal "
             f"before {FORMAT}, or crafted to run code); it was not opened. If you trust the "

@@ -254,6 +254,9 @@ def test_a_failure_writes_beside_latest_and_keeps_it(tmp_path, tiny, monkeypatch
     error = load_checkpoint(run.error_checkpoint)["loop"]["step"]
     assert latest % 200 == 0 or latest < 450  # the periodic one, untouched
     assert error >= 450 > latest
+    run.checkpoint.unlink()
+    with pytest.raises(CheckpointError, match="only error.pt.*rename it to latest.pt"):
+        shoal.train(resume=run.path, overrides=["run.total_steps=900"])
 
 
 def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_last_one(
