@@ -19,7 +19,7 @@ from shoal.run.directory import RunDir
 
 pytestmark = pytest.mark.timeout(600)
 
-KILLS = 8
+KILLS = 6
 
 
 def _start(run, overrides, resume):

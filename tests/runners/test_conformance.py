@@ -224,13 +224,19 @@ def _wait_for_step(metrics, step, proc, timeout=180):
 
 
 PREEMPTIONS = [
-    (name, "SIGTERM", "group" if name in ("processes", "ray") else "process")
-    for name in RUNNERS
-    if name != "episodes"
-] + [("serial", "SIGUSR1", "process")]
-"""SIGTERM on every runner: to the run's process (docker stop, Kubernetes), or to its whole
-process group where it has children of its own, workers or a local Ray (Slurm, systemd);
-and Slurm's SIGUSR1 warning."""
+    ("serial", "SIGUSR1", "process"),
+    ("threads", "SIGTERM", "process"),
+    ("agents", "SIGTERM", "process"),
+    ("processes", "SIGTERM", "group"),
+    ("ray", "SIGTERM", "group"),
+]
+"""A preemption signal on every runner: SIGTERM to the run's process (docker stop,
+Kubernetes), or to its whole process group where it has children of its own, workers or a
+local Ray (Slurm, systemd); Slurm's SIGUSR1 warning on the serial runner."""
+
+
+def test_every_registered_runner_is_preempted_above():
+    assert {name for name, _, _ in PREEMPTIONS} == set(RUNNERS) - {"episodes"}
 
 
 @pytest.mark.parametrize("name, sig, target", PREEMPTIONS)
@@ -248,7 +254,7 @@ def test_a_preemption_signal_checkpoints_stops_everything_and_resume_continues(
         argv, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
     )
     try:
-        _wait_for_step(run.metrics, 300, proc)
+        _wait_for_step(run.metrics, 200, proc)
         signum = getattr(signal, sig)
         os.killpg(proc.pid, signum) if target == "group" else proc.send_signal(signum)
         _, err = proc.communicate(timeout=120)
@@ -262,7 +268,7 @@ def test_a_preemption_signal_checkpoints_stops_everything_and_resume_continues(
         time.sleep(0.5)
     assert _session_processes(proc.pid) == []
     step = load_checkpoint(run.checkpoint)["loop"]["step"]
-    assert step >= 300  # no periodic checkpoint was due before step 500,000
-    result = shoal.train(resume=run.path, overrides=[f"run.total_steps={step + 300}"])
-    assert result.env_steps >= step + 300
+    assert step >= 200  # no periodic checkpoint was due before step 500,000
+    result = shoal.train(resume=run.path, overrides=[f"run.total_steps={step + 100}"])
+    assert result.env_steps >= step + 100
     no_leftovers()
