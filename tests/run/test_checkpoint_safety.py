@@ -59,8 +59,9 @@ def test_crafted_checkpoints_run_no_code_anywhere(tmp_path, capsys, raw, config)
     save_config(load_config(config), run.config)
     marker = tmp_path / "pwned"
     run.checkpoint.parent.mkdir()
+    crafted = _crafted(marker, raw)
     for path in (run.best, run.checkpoint):
-        path.write_bytes(_crafted(marker, raw))
+        path.write_bytes(crafted)
     argvs = [
         ["eval", str(run.path)],
         ["eval", str(run.path), "--checkpoint", "latest"],
@@ -81,7 +82,7 @@ def test_crafted_checkpoints_run_no_code_anywhere(tmp_path, capsys, raw, config)
         with pytest.raises(CheckpointError, match="not opened"):
             shoal.evaluate_run(run.path, episodes=1, checkpoint=checkpoint)
     assert not marker.exists()
-    assert run.checkpoint.read_bytes() == _crafted(marker, raw)  # nothing overwritten
+    assert run.checkpoint.read_bytes() == crafted  # nothing overwritten
 
 
 def test_a_fresh_process_opening_a_crafted_run_runs_nothing(tmp_path):
