@@ -32,17 +32,14 @@ CHECKPOINTS = ("best", "latest")
 
 
 def _run(
-    cfg: Config,
-    run: RunDir | Callable[[], RunDir],
-    resume: dict[str, Any] | None = None,
-    *,
-    checkpoint: Path | None = None,
+    cfg: Config, run: RunDir | Callable[[], RunDir], resume: dict[str, Any] | None = None
 ) -> TrainResult:
     """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`.
 
-    ``run`` is an existing run directory (resume) or a function creating a new one: it is
-    called only once the runner is built and the disk checked, and the directory is removed
-    again if the runner fails to start, so a failed start leaves nothing to block a retry.
+    ``run`` is an existing run directory (resume; checked by the caller) or a function
+    creating a new one: it is called only once the runner is built, the disk is checked,
+    and the directory is removed again if the runner fails to start, so a failed start
+    leaves nothing to block a retry.
     SIGTERM and SIGUSR1 stop the run as Ctrl-C does (:mod:`shoal.run.preemption`).
     """
     from shoal.run.checkpoint import checkpoint_fits
@@ -57,13 +54,11 @@ def _run(
         loop = None
         fresh = not isinstance(run, RunDir)
         try:
-            if isinstance(run, RunDir):
-                run.check_writable(checkpoint.stat().st_size if checkpoint else 0)
-            else:
+            if fresh:
                 run = run()
                 save_config(cfg, run.config)
                 run.check_writable(runner.checkpoint_bytes())
-            with checkpoint_fits(checkpoint or run.checkpoint):
+            with checkpoint_fits(run.checkpoint):
                 loop = RunLoop(runner, run, resume=resume, title=_title(cfg))
             if resume is not None:
                 # Only once the checkpoint has loaded into this config (same shapes): a
@@ -136,7 +131,8 @@ def train(
             )
         runner_for(cfg).preflight(cfg)
         check_device(cfg)
-        run.check_writable()
+        # Room for a checkpoint the size of the last one, before loading it.
+        run.check_writable(run.checkpoint.stat().st_size if run.checkpoint.is_file() else 0)
         run.sweep()
         if not run.checkpoint.is_file() and run.error_checkpoint.is_file():
             raise CheckpointError(
@@ -145,7 +141,7 @@ def train(
             )
         state = load_checkpoint(run.checkpoint)
         _check_unfinished(cfg, state, run)
-        return _run(cfg, run, resume=state, checkpoint=run.checkpoint)
+        return _run(cfg, run, resume=state)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:

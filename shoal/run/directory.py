@@ -97,30 +97,27 @@ class RunDir:
         commands that cannot resume, e.g. ``shoal sudoku train``). ``checkpoints/`` appears
         with the first checkpoint (checkpoint writes create their directory).
         """
-        if path is not None:
-            target = Path(path)
-            _make_parent(target)
+        stem = Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        # Runs started in the same second get -2, -3, ...; an exact path gets no other name.
+        names = (
+            [Path(path)]
+            if path is not None
+            else (stem.with_name(f"{stem.name}-{n}") if n > 1 else stem for n in range(1, 10_000))
+        )
+        _make_parent(Path(path) if path is not None else stem)
+        for target in names:
             try:
                 target.mkdir()  # atomic: of two runs racing for one name, exactly one wins
-            except FileExistsError:
-                hint = f", or continue it with --resume {target}" if resumable else ""
-                raise RunDirError(
-                    f"run directory '{target}' already exists; pick another --run-dir{hint}"
-                ) from None
-            except OSError as e:
-                raise RunDirError(f"cannot create run directory '{target}': {e.strerror}") from None
-            return cls(target)
-        stem = Path(out) / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        _make_parent(stem)
-        for n in range(1, 10_000):  # runs started in the same second get -2, -3, ...
-            target = stem if n == 1 else stem.with_name(f"{stem.name}-{n}")
-            try:
-                target.mkdir()
                 return cls(target)
             except FileExistsError:
                 continue
             except OSError as e:
                 raise RunDirError(f"cannot create run directory '{target}': {e.strerror}") from None
+        if path is not None:
+            hint = f", or continue it with --resume {path}" if resumable else ""
+            raise RunDirError(
+                f"run directory '{path}' already exists; pick another --run-dir{hint}"
+            )
         raise RunDirError(f"no free run directory name under '{stem}-N'")
 
     @classmethod
