@@ -14,7 +14,6 @@ so their transitions still bootstrap correctly.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import numpy as np
@@ -132,6 +131,6 @@ class SerialRunner(DQNRunner):
         if "acting" not in state:
             self.acting.episodes[0] = int(state["resets"])
             return
-        self.nstep.load_state_dict(copy.deepcopy(state["nstep"]))
+        self.nstep.load_state_dict(state["nstep"])  # it copies the arrays it keeps
         if not self.acting.load_state_dict(state["acting"]):
             self._flush()  # the episodes could not be re-created: they end here
