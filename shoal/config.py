@@ -37,6 +37,7 @@ else:  # pragma: no cover - exercised only on 3.10
 
 from shoal.errors import ConfigError
 from shoal.run.files import read_text
+from shoal.run.imports import LOCAL_OBJECTS, check_path_syntax
 
 __all__ = [
     "Config",
@@ -129,6 +130,11 @@ class EnvConfig:
 class DQNConfig:
     """The DQN learner: network, loss and optimizer."""
 
+    network: str = ""
+    """Your own Q-network: 'package.module:factory', a function called with the env's
+    observation and action spaces that returns a torch.nn.Module mapping observations
+    (batch, obs_dim) to Q-values (batch, n_actions); every runner and shoal eval build it
+    by this path (empty: shoal's network from hidden, dueling, board and encoder)."""
     hidden: list[int] = param([128, 128], gt=0, le=MAX_WIDTH)
     """Hidden layer widths of the Q-network MLP."""
     dueling: bool = True
@@ -302,6 +308,8 @@ class Config:
                 f"config key 'run.runner': {_show(self.run.runner)} is not one of {allowed}"
             )
         runner_class(self.run.runner)  # imports the runner, so a broken one fails here
+        if self.dqn.network and self.dqn.network not in LOCAL_OBJECTS:
+            check_path_syntax("dqn.network", self.dqn.network)
         if self.dqn.board and len(self.dqn.board) != 3:
             raise ConfigError(
                 f"config key 'dqn.board': {_show(self.dqn.board)} must be "

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from shoal.agent.losses import mask_illegal
-from shoal.agent.networks import Params
+from shoal.agent.networks import Params, apply_network
 
 __all__ = ["Actor", "WeightSource", "epsilon_greedy_action"]
 
@@ -59,7 +59,8 @@ def epsilon_greedy_action(
 
 
 class Actor:
-    """Epsilon-greedy acting over ``network.apply_params`` with explicit weights.
+    """Epsilon-greedy acting over a network applied to explicit weights
+    (:func:`~shoal.agent.networks.apply_network`).
 
     Args:
         network: the network template (its own weights are not used when ``params`` or a
@@ -132,7 +133,7 @@ class Actor:
         """Greedy (legal, if masked) actions for a batch of observations (first max on
         ties)."""
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        q = self.network.apply_params(self.params, x)
+        q = apply_network(self.network, self.params, x)
         if self.action_mask:
             q = mask_illegal(q, x)
         return q.argmax(dim=1).cpu().numpy()
@@ -171,7 +172,7 @@ class Actor:
             state = self.initial_state()
         dtype = getattr(self.network, "obs_dtype", torch.float32)
         x = torch.as_tensor(obs[None], dtype=dtype, device=self.device)
-        q, state = self.network.apply_params(self.params, x, state)
+        q, state = apply_network(self.network, self.params, x, state)
         if self.action_mask:
             q = mask_illegal(q, x)
         return q, state

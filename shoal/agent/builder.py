@@ -12,6 +12,7 @@ from torch import nn
 from shoal.agent.actor import Actor, WeightSource
 from shoal.agent.hybrid import HybridActor, HybridDQN, make_hybrid_network
 from shoal.agent.learner import DQN, Learner
+from shoal.agent.network_factory import build_user_network
 from shoal.agent.networks import Params, make_q_network
 from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
@@ -26,6 +27,7 @@ __all__ = [
     "build_learner",
     "build_network",
     "build_nstep",
+    "build_q_network",
     "build_replay",
     "transition_fields",
 ]
@@ -48,11 +50,15 @@ def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
             high=spec.action_high,
             device=cfg.run.device,
         )
-    network = _q_network(cfg, spec)
+    network = build_q_network(cfg, spec)
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
 
 
-def _q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
+def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
+    """The Q-network of ``cfg``: the user's own (``dqn.network``) or the one ``dqn.hidden``,
+    ``dqn.dueling`` and ``dqn.encoder`` describe; its weights drawn from torch's generator."""
+    if cfg.dqn.network:
+        return build_user_network(cfg.dqn.network, spec)
     return make_q_network(
         cfg.dqn, spec.obs_dim, spec.n_actions, image=spec.image, image_high=spec.image_high
     )
@@ -71,7 +77,7 @@ def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
             spec.action_high,
         )
     else:
-        net = _q_network(cfg, spec)
+        net = build_q_network(cfg, spec)
     return net.requires_grad_(False)
 
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from shoal.agent.networks import Params
+from shoal.agent.networks import Params, apply_network
 from shoal.agent.targets import td_target
 
 __all__ = ["Batch", "DQNLoss", "batch_tensors", "bootstrap_values", "mask_illegal"]
@@ -117,7 +117,8 @@ class DQNLoss:
     """Importance-weighted Huber loss on double-DQN n-step TD errors, over explicit
     parameters; returns the loss and the per-sample TD errors (detached, for priorities).
 
-    ``network`` is used only for its pure ``apply_params``; its own weights are never read.
+    ``network`` is used only through :func:`~shoal.agent.networks.apply_network`; its own
+    weights are never read.
     """
 
     def __init__(
@@ -146,18 +147,18 @@ class DQNLoss:
             # forward would double the backward's matmuls (zero gradients flow through the
             # next_obs half): measured at K = 128, splitting is 1.5x faster.
             x = torch.cat([batch.obs, batch.next_obs], dim=-2)
-            out = self.network.apply_params(params, x)
+            out = apply_network(self.network, params, x)
             q_all = _q_part(out)
             out_tm1 = tuple(o[:b] for o in out) if isinstance(out, tuple) else out[..., :b, :]
             q_next_online = q_all[..., b:, :].detach()
         else:
-            out_tm1 = self.network.apply_params(params, batch.obs)
+            out_tm1 = apply_network(self.network, params, batch.obs)
             q_next_online = None
             if self.double:
                 with torch.no_grad():
-                    q_next_online = _q_part(self.network.apply_params(params, batch.next_obs))
+                    q_next_online = _q_part(apply_network(self.network, params, batch.next_obs))
         with torch.no_grad():
-            q_next_target = _q_part(self.network.apply_params(target_params, batch.next_obs))
+            q_next_target = _q_part(apply_network(self.network, target_params, batch.next_obs))
             value = bootstrap_values(
                 q_next_target if q_next_online is None else q_next_online,
                 q_next_target,

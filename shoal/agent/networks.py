@@ -5,17 +5,23 @@ Every network is a pure function of explicit parameters, :meth:`QNetwork.apply_p
 ``(params, obs) -> q``, so that one loss serves one learner (its own parameters), K
 stacked learners (``torch.func.vmap`` over stacked parameters) and actors that hold a
 published copy of the weights without loading it into a module. ``forward`` is that same
-function applied to the module's own parameters.
+function applied to the module's own parameters. Any other ``nn.Module`` (a user's own
+network) is applied the same way through :func:`apply_network`, with
+``torch.func.functional_call``: it needs no ``apply_params`` of its own.
 """
 
 from __future__ import annotations
 
+import copy
+import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.func import functional_call
 
 if TYPE_CHECKING:
     from shoal.config import DQNConfig
@@ -27,6 +33,7 @@ __all__ = [
     "Params",
     "QNetwork",
     "RecurrentQNetwork",
+    "apply_network",
     "image_encoder",
     "linear",
     "make_q_network",
@@ -34,6 +41,38 @@ __all__ = [
 
 Params = Mapping[str, torch.Tensor]
 """Parameters by their ``state_dict`` names (``torso.0.weight``, ...)."""
+
+
+def apply_network(network: nn.Module, params: Params, obs: torch.Tensor, *rest: Any) -> Any:
+    """``network``'s output for ``obs`` under explicit ``params``: shoal's networks through
+    their own pure ``apply_params``, any other module through
+    ``torch.func.functional_call`` (so it runs under ``vmap`` and ``autograd.grad`` alike,
+    and a user's network needs nothing of shoal). Such a network reads observations as
+    floats (replay keeps image bytes as bytes). Buffers not in ``params`` are the
+    module's own."""
+    own = getattr(network, "apply_params", None)
+    if own is not None:
+        return own(params, obs, *rest)
+    if not obs.is_floating_point():
+        obs = obs.float()
+    return functional_call(_thread_copy(network), params, (obs, *rest), strict=False)
+
+
+_threads = threading.local()
+
+
+def _thread_copy(network: nn.Module) -> nn.Module:
+    """This thread's own copy of ``network``: ``functional_call`` swaps the given tensors
+    into the module while it runs, so two threads calling it on one module (learner
+    threads, or a learner beside an acting thread) would compute with each other's
+    weights."""
+    copies = getattr(_threads, "copies", None)
+    if copies is None:
+        copies = _threads.copies = weakref.WeakKeyDictionary()
+    own = copies.get(network)
+    if own is None:
+        own = copies[network] = copy.deepcopy(network)
+    return own
 
 
 class _StackedLinear(torch.autograd.Function):

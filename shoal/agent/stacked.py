@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -37,7 +38,7 @@ from torch.func import stack_module_state, vmap
 
 from shoal.agent.learner import Learner, make_adam, set_adam_hyperparameters
 from shoal.agent.losses import Batch, mask_illegal
-from shoal.agent.networks import Params
+from shoal.agent.networks import Params, apply_network
 
 __all__ = ["StackedActor", "StackedLearner", "StackedLossInfo", "stack_batches"]
 
@@ -78,7 +79,7 @@ class StackedLearner:
         self.params: dict[str, torch.Tensor] = params
         """Online parameters by name, each ``(K, *shape)`` (leaves the optimizer steps)."""
         self.target_params = {n: t.detach() for n, t in targets.items()}
-        # The loss reads the network only through apply_params; this copy's own weights
+        # The loss reads the network only through apply_network; this copy's own weights
         # never enter a result.
         self.loss = copy.copy(first.loss)
         self.loss.network = copy.deepcopy(first.online).requires_grad_(False)
@@ -177,7 +178,7 @@ class StackedActor:
     either way. Agent k explores with its own generator ``rngs[k]``.
 
     Args:
-        network: the network template (only ``apply_params`` is used).
+        network: the network template (applied to explicit weights only).
         params: stacked weights ``(K, ...)`` by name (e.g. a published snapshot).
         n_actions: discrete actions per agent.
         rngs: one generator per agent.
@@ -205,7 +206,7 @@ class StackedActor:
         self.device = torch.device(device)
         self.version = -1
         """Version of the weights in use, when they come from a weight store."""
-        self._vq = vmap(network.apply_params)
+        self._vq = vmap(functools.partial(apply_network, network))
 
     def greedy(self, obs: np.ndarray) -> np.ndarray:
         """Each agent's greedy action for its own observation; ``obs`` is ``(K, obs_dim)``."""
@@ -223,7 +224,7 @@ class StackedActor:
         else:
             q = torch.stack(
                 [
-                    self.network.apply_params({n: p[k] for n, p in self.params.items()}, x[k])
+                    apply_network(self.network, {n: p[k] for n, p in self.params.items()}, x[k])
                     for k in range(len(x))
                 ]
             )

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -35,6 +36,23 @@ class EnvSpec:
     image encoder), else None."""
     image_high: float = 1.0
     """The image's largest pixel value (the encoder scales pixels to [0, 1])."""
+    observation_space: Any = field(default=None, compare=False, repr=False)
+    """The flat observation space the networks read (what a user's network factory is
+    given); None: a ``Box`` of ``obs_dim`` floats."""
+    action_space: Any = field(default=None, compare=False, repr=False)
+    """The env's action space; None: ``Discrete(n_actions)``."""
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """(observation space, action space) as a network factory is given them."""
+        obs = self.observation_space
+        if obs is None:
+            obs = gym.spaces.Box(-np.inf, np.inf, (self.obs_dim,), np.float32)
+        act = (
+            self.action_space
+            if self.action_space is not None
+            else gym.spaces.Discrete(self.n_actions)
+        )
+        return obs, act
 
     @property
     def hybrid(self) -> bool:
@@ -132,10 +150,19 @@ def probe_env(cfg: EnvConfig) -> EnvSpec:
         parts = _hybrid_parts(env.action_space)
         if parts is None:
             n = int(env.action_space.n)
-            return EnvSpec(obs_dim=obs_dim, n_actions=n, image=image, image_high=high)
+            return EnvSpec(
+                obs_dim=obs_dim,
+                n_actions=n,
+                image=image,
+                image_high=high,
+                observation_space=env.observation_space,
+                action_space=env.action_space,
+            )
         disc, box = parts
         return EnvSpec(
             obs_dim=obs_dim,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
             n_actions=int(disc.n),
             action_dim=int(box.shape[0]),
             action_low=tuple(float(x) for x in box.low),

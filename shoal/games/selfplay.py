@@ -274,6 +274,7 @@ class OpponentLoader:
 
     def _policy(self, actor: Any, state: Mapping[str, torch.Tensor]) -> Callable[..., int]:
         from shoal.agent.losses import mask_illegal
+        from shoal.agent.networks import apply_network
         from shoal.envs.connect_four import random_player
 
         if self.opponent < 0:
@@ -283,6 +284,6 @@ class OpponentLoader:
         @torch.inference_mode()
         def play(obs: np.ndarray, rng: np.random.Generator) -> int:
             x = torch.as_tensor(obs[None], dtype=torch.float32)
-            return int(mask_illegal(network.apply_params(params, x), x).argmax(dim=-1)[0])
+            return int(mask_illegal(apply_network(network, params, x), x).argmax(dim=-1)[0])
 
         return play

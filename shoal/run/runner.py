@@ -24,6 +24,21 @@ from shoal.run.schedule import UpdateSchedule
 __all__ = ["Collected", "Runner"]
 
 
+def _check_importable(cls: Any, cfg: Any) -> None:
+    """A network handed over in Python that other processes cannot import by its name (a
+    factory in ``__main__``) fails now, on a runner that needs them to, with the fix."""
+    from shoal.run.imports import importable_elsewhere
+
+    path = cfg.dqn.network
+    if path and cls.spawns(cfg) and not importable_elsewhere(path):
+        raise ConfigError(
+            f"config key 'dqn.network': {path!r} is defined in the main script (or inside a "
+            f"function), which the {cfg.run.runner!r} runner's worker processes cannot "
+            "import; move the factory into a module (e.g. my_nets.py beside the script) "
+            "and pass it from there, or set dqn.network = 'my_nets:factory'"
+        )
+
+
 class Runner:
     """The loop's side of a runner: collection, learning, evaluation and hooks.
 
@@ -56,6 +71,13 @@ class Runner:
                 " makes its own worlds, which stack no frames; leave env.frame_stack = 1"
             )
         cls.check(cfg)
+        _check_importable(cls, cfg)
+
+    @classmethod
+    def spawns(cls, cfg: Any) -> bool:
+        """Whether the runner builds networks in processes it starts (spawned workers, Ray
+        actors), which import the user's code by its name."""
+        return False
 
     @classmethod
     def check(cls, cfg: Any) -> None:

@@ -21,6 +21,7 @@ from shoal.agent.builder import (
     build_actor,
     build_epsilon,
     build_learner,
+    build_q_network,
     build_replay,
     transition_fields,
 )
@@ -46,7 +47,11 @@ class DQNRunner(Runner):
         """Make the env once to read it (a bad env id, an engine that cannot step it, or
         an encoder that cannot read its observations fails before any work)."""
         check_engine(cfg.env)
-        image_encoder(cfg.dqn.encoder, cls.probe(cfg).image)
+        spec = cls.probe(cfg)
+        image_encoder(cfg.dqn.encoder, spec.image)
+        if cfg.dqn.network:  # imports, calls and probes the user's factory once
+            with torch.random.fork_rng():
+                build_q_network(cfg, spec)
 
     @classmethod
     def probe(cls, cfg: Config) -> EnvSpec:

@@ -213,6 +213,11 @@ class ProcessesRunner(DQNRunner):
     section = ("processes", ProcessesConfig)
     workers_key = "processes.workers"
 
+    @classmethod
+    def spawns(cls, cfg: Config) -> bool:
+        """Its rollout workers are spawned processes."""
+        return True
+
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         p = cfg.processes

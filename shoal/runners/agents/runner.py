@@ -28,10 +28,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import build_epsilon, build_replay
+from shoal.agent.builder import build_epsilon, build_q_network, build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
-from shoal.agent.networks import make_q_network
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config, param
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
@@ -104,15 +103,25 @@ class AgentsRunner(Runner):
     """Its env is a multi-agent world (the conformance suite gives it one)."""
 
     @classmethod
+    def spawns(cls, cfg: Config) -> bool:
+        """With the collector process (async learning in a process)."""
+        a = cfg.agents
+        return a.async_learning and a.async_mode == "process"
+
+    @classmethod
     def check(cls, cfg: Config) -> None:
-        """Make the world once and check it (before any work starts)."""
+        """Make the world once and check it, and the agents' network (before any work
+        starts)."""
         env = make_parallel_env(cfg.env.id, num_agents=cfg.agents.agents, max_turns=1)
         try:
-            agents = probe_parallel_env(env, cfg.env.id).agents
+            ma = probe_parallel_env(env, cfg.env.id)
             env.reset(seed=0)
-            check_same_agents(env, cfg.env.id, agents)
+            check_same_agents(env, cfg.env.id, ma.agents)
         finally:
             env.close()
+        if cfg.dqn.network:
+            with torch.random.fork_rng():
+                build_q_network(cfg, ma.env_spec())
 
     @classmethod
     def evaluate_checkpoint(
@@ -191,9 +200,7 @@ class AgentsRunner(Runner):
     def _agent(self, i: int) -> DQN:
         torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
         s = self.spec
-        network = make_q_network(
-            self.cfg.dqn, s.obs_dim, s.n_actions, image=s.image, image_high=s.image_high
-        )
+        network = build_q_network(self.cfg, s)
         return DQN(
             s.obs_dim, s.n_actions, self.cfg.dqn, device=self.cfg.run.device, network=network
         )

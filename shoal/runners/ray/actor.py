@@ -15,6 +15,7 @@ queue). A plain class: the runner makes it a Ray actor.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config
 from shoal.envs import probe_env
 from shoal.envs.vector import make_vector_env
+from shoal.run.imports import adopt_search_path
 from shoal.run.seeding import derive_seed
 
 __all__ = ["RolloutActor"]
@@ -46,12 +48,24 @@ class RolloutActor:
         tag: the run's tag: the replay actor is ``shoal-replay-TAG``, the weight server
             ``shoal-weights-TAG``.
         start: the run's start count (a resumed run draws seeds its first start did not).
+        search_path: the driver's module search path (its entries this process can see
+            are added to its own, so the user's code the config names imports here).
     """
 
-    def __init__(self, cfg: Config, index: int, actors: int, tag: str, start: int) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        index: int,
+        actors: int,
+        tag: str,
+        start: int,
+        search_path: Sequence[str] = (),
+    ) -> None:
         import ray
 
         from shoal.sync.ray_weights import RayWeightStore
+
+        adopt_search_path(search_path)
 
         torch.set_num_threads(1)
         os.nice(max(0, cfg.ray.actor_nice - os.nice(0)))  # raising niceness needs no rights

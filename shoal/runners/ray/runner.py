@@ -35,6 +35,7 @@ from shoal.config import Config, param
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, EnvError, ShoalError
 from shoal.replay import ReplayService
+from shoal.run.imports import search_path
 from shoal.run.loop import Collected
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.ray.actor import RolloutActor
@@ -155,6 +156,11 @@ class RayRunner(DQNRunner):
     """What each actor actor is (a class the runner hands to ``ray.remote``)."""
 
     @classmethod
+    def spawns(cls, cfg: Config) -> bool:
+        """Its actors are Ray worker processes."""
+        return True
+
+    @classmethod
     def check(cls, cfg: Config) -> None:
         """Ray importable, a discrete-action env, and a Ray cluster answering at any address
         given (:func:`~shoal.runners.ray.address.preflight`; unless this process has joined
@@ -241,8 +247,9 @@ class RayRunner(DQNRunner):
         self._publish(0)
         self.store.flush()  # the actors' first pull finds these weights
         remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(self.actor_class)
+        paths = search_path()
         self.actors = [
-            remote.remote(self.cfg, i, c.actors, tag, self.starts) for i in range(c.actors)
+            remote.remote(self.cfg, i, c.actors, tag, self.starts, paths) for i in range(c.actors)
         ]
         for i in range(c.actors):
             self._call(i)
