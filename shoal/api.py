@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -20,6 +21,7 @@ import numpy as np
 from shoal.config import Config, config_to_dict, load_config, save_config
 from shoal.errors import CheckpointError, ConfigError
 from shoal.run.directory import RunDir
+from shoal.run.imports import local_name
 from shoal.run.loop import TrainResult
 
 if TYPE_CHECKING:
@@ -97,6 +99,7 @@ def train(
     overrides: Sequence[str] = (),
     run_dir: str | Path | None = None,
     resume: str | Path | None = None,
+    network: Callable[..., Any] | str | None = None,
 ) -> TrainResult:
     """Train a DQN agent and return where it went and how it did.
 
@@ -107,12 +110,23 @@ def train(
             ``run.out/NAME-TIME``.
         resume: an existing run directory to continue from its latest checkpoint; its saved
             config is used, with ``overrides`` on top (e.g. a larger ``run.total_steps``).
+        network: your own Q-network: a factory ``(observation_space, action_space) ->
+            nn.Module`` giving Q-values ``(batch, n_actions)``, or its ``"module:factory"``
+            path (``dqn.network``). The run's config records its path, so ``shoal eval``
+            and ``resume`` rebuild it; a factory defined in the main script trains on the
+            runners that spawn no processes only (serial, threads, agents), and resuming
+            such a run takes ``network=`` again.
 
     Everything is validated (config, env, run directory) before any work starts.
     """
     from shoal.run.checkpoint import load_checkpoint
     from shoal.runners import runner_for
+    from shoal.sync.workers import check_not_bootstrapping
 
+    check_not_bootstrapping("shoal.train")
+    if network is not None:
+        path = network if isinstance(network, str) else local_name(network)
+        overrides = [*overrides, f"dqn.network={json.dumps(path)}"]
     if resume is not None:
         if config is not None:
             raise ConfigError("give either a config or resume=RUN_DIR, not both")

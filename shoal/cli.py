@@ -100,6 +100,20 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     train.add_argument("config", nargs="?", help="preset name or TOML config file")
     train.add_argument("--env", metavar="ID", help="gymnasium env id (sets env.id)")
+    train.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="a module to import first, here and in every worker: one that registers your "
+        "env or world (repeatable; sets env.imports; the working directory is searched)",
+    )
+    train.add_argument(
+        "--network",
+        metavar="MODULE:FACTORY",
+        help="your own Q-network: a factory (observation_space, action_space) -> nn.Module "
+        "giving Q-values (batch, n_actions) (sets dqn.network)",
+    )
     _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE")
     train.add_argument(
         "--runner",
@@ -268,10 +282,12 @@ def _train(args: argparse.Namespace) -> int:
         "agents.agents": args.agents,
         "env.num_envs": args.num_envs,
         "env.vector": args.vector,
+        "env.imports": args.imports,
+        "dqn.network": args.network,
     }
     # Shortcut flags go first so that an explicit --set wins.
     overrides = [
-        f"{k}={json.dumps(v)}" if isinstance(v, str) else f"{k}={v}"  # a TOML string
+        f"{k}={json.dumps(v)}" if isinstance(v, (str, list)) else f"{k}={v}"  # TOML text
         for k, v in shortcuts.items()
         if v is not None
     ] + overrides

@@ -97,8 +97,15 @@ class EnvConfig:
     """The environment to learn on."""
 
     id: str = "CartPole-v1"
-    """Gymnasium environment id; its action space must be Discrete, or Tuple(Discrete, Box)
-    with a bounded 1-D Box (hybrid actions)."""
+    """Gymnasium environment id ('module:Id' imports the module first); its action space must
+    be Discrete, or Tuple(Discrete, Box) with a bounded 1-D Box (hybrid actions). The agents
+    runner takes a world: 'shoal/Harvest-v0' or 'pettingzoo:package.module'."""
+    imports: list[str] = param([], allow_empty=True)
+    """Modules imported before the env is made, in this process and in every worker and Ray
+    actor: a package that registers its envs on import (shoal train --import MODULE)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the env's constructor (gym.make's, or a PettingZoo module's
+    parallel_env's), e.g. {size = 8}."""
     max_episode_steps: int | None = param(None, gt=0)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
     step_cost_us: float = param(0.0, ge=0.0, le=1e9)
@@ -308,6 +315,12 @@ class Config:
                 f"config key 'run.runner': {_show(self.run.runner)} is not one of {allowed}"
             )
         runner_class(self.run.runner)  # imports the runner, so a broken one fails here
+        for i, module in enumerate(self.env.imports):
+            if not all(part.isidentifier() for part in module.split(".")):
+                raise ConfigError(
+                    f"config key 'env.imports[{i}]': {_show(module)} is not a module name "
+                    "(e.g. 'my_pkg.envs')"
+                )
         if self.dqn.network and self.dqn.network not in LOCAL_OBJECTS:
             check_path_syntax("dqn.network", self.dqn.network)
         if self.dqn.board and len(self.dqn.board) != 3:
@@ -380,6 +393,8 @@ _PLURAL = {int: "integers", float: "numbers", bool: "true/false values", str: "s
 def _type_name(tp: Any, rules: Mapping[str, Any] | None = None) -> str:
     """What a value of type ``tp`` must be, in words (with a key's choices, if any)."""
     origin = typing.get_origin(tp)
+    if origin is dict:
+        return "a table of names to values (e.g. {size = 8})"
     if origin is list:
         inner = typing.get_args(tp)[0]
         return f"a list of {_PLURAL.get(inner) or _type_name(inner)}"
@@ -396,6 +411,10 @@ def _check_value(key: str, value: Any, tp: Any, rules: Mapping[str, Any]) -> Any
     ConfigError names the key, the value and what is allowed."""
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
+    if origin is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {_show(value)}")
+        return dict(value)
     if origin is list:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key '{key}': expected {_type_name(tp)}, got {_show(value)}")

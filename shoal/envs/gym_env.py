@@ -15,7 +15,7 @@ from shoal.envs.pixels import ChannelsFirst, channels_last, image_shape, registe
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
 
-__all__ = ["EnvSpec", "make_env", "probe_env"]
+__all__ = ["EnvSpec", "import_env_modules", "make_env", "probe_env"]
 
 
 @dataclass(frozen=True)
@@ -110,13 +110,19 @@ def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
 
 def _make(cfg: EnvConfig, evaluation: bool) -> gym.Env:
     """The gymnasium env of ``cfg.id``, preprocessed and frame-stacked as configured."""
-    kwargs = {}
+    import_env_modules(cfg)
+    kwargs = dict(cfg.kwargs)
     if cfg.max_episode_steps is not None:
         kwargs["max_episode_steps"] = cfg.max_episode_steps
     if is_atari(cfg.id):
         return atari_env(cfg.id, AtariSettings.from_config(cfg, evaluation=evaluation), **kwargs)
     register_pixel_envs(cfg.id)
-    env = gym.make(cfg.id, disable_env_checker=True, **kwargs)
+    try:
+        env = gym.make(cfg.id, disable_env_checker=True, **kwargs)
+    except TypeError as e:  # a constructor argument the env does not take
+        if not cfg.kwargs:
+            raise
+        raise EnvError(f"env.id {cfg.id!r} with env.kwargs {cfg.kwargs}: {e}") from None
     if cfg.frame_stack > 1:
         try:
             check_frame_stack(cfg.id, cfg.frame_stack, env.observation_space)
@@ -125,6 +131,17 @@ def _make(cfg: EnvConfig, evaluation: bool) -> gym.Env:
             raise
         env = gym.wrappers.FrameStackObservation(env, cfg.frame_stack)
     return env
+
+
+def import_env_modules(cfg: EnvConfig) -> None:
+    """Import ``env.imports`` and the module of a ``module:Id`` id (the working directory is
+    searched too), so the env is registered in whichever process makes it."""
+    from shoal.run.imports import import_modules
+
+    import_modules(cfg.imports, "env.imports")
+    module, colon, _ = cfg.id.partition(":")
+    if colon and module and all(p.isidentifier() for p in module.split(".")):
+        import_modules([module], "env.id")
 
 
 def _image(env: gym.Env) -> tuple[tuple[int, int, int] | None, float]:

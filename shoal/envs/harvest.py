@@ -555,11 +555,12 @@ class HarvestEnv(ParallelEnv):
         """Nothing to release."""
 
 
-def make_harvest(num_agents: int, max_turns: int) -> HarvestEnv:
+def make_harvest(num_agents: int, max_turns: int, **kwargs: Any) -> HarvestEnv:
     """The harvest world the agents runner trains in: the default map up to 12 agents, a
-    generated one of the right size beyond."""
-    layout = "default" if num_agents <= 12 else "generated"
-    return HarvestEnv(num_agents, layout=layout, max_turns=max_turns)
+    generated one of the right size beyond; ``kwargs`` (``env.kwargs``) go to
+    :class:`HarvestEnv`."""
+    kwargs.setdefault("layout", "default" if num_agents <= 12 else "generated")
+    return HarvestEnv(num_agents, max_turns=max_turns, **kwargs)
 
 
 @functools.lru_cache(maxsize=8)

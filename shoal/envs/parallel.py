@@ -68,12 +68,27 @@ class MultiAgentSpec:
         return EnvSpec(self.obs_dim, self.n_actions, image=self.image, image_high=self.image_high)
 
 
-def make_parallel_env(env_id: str, *, num_agents: int, max_turns: int) -> Any:
-    """Create the world ``env_id`` names (harvest with ``num_agents`` agents and episodes
-    of ``max_turns`` turns; a PettingZoo module's ``parallel_env()`` as it comes)."""
+def make_parallel_env(env: Any, *, num_agents: int, max_turns: int) -> Any:
+    """Create the world ``env`` (an :class:`~shoal.config.EnvConfig`, or its id) names:
+    harvest with ``num_agents`` agents and episodes of ``max_turns`` turns, or a PettingZoo
+    module's ``parallel_env(**env.kwargs)``, after importing ``env.imports``."""
+    env_id, kwargs = (env, {}) if isinstance(env, str) else (env.id, dict(env.kwargs))
+    if not isinstance(env, str):
+        from shoal.run.imports import import_modules
+
+        import_modules(env.imports, "env.imports")
+    try:
+        return _make_world(env_id, num_agents, max_turns, kwargs)
+    except TypeError as e:  # a constructor argument the world does not take
+        if not kwargs:
+            raise
+        raise EnvError(f"env.id {env_id!r} with env.kwargs {kwargs}: {e}") from None
+
+
+def _make_world(env_id: str, num_agents: int, max_turns: int, kwargs: dict[str, Any]) -> Any:
     if env_id in WORLDS:
         module, _, name = WORLDS[env_id].partition(":")
-        return getattr(importlib.import_module(module), name)(num_agents, max_turns)
+        return getattr(importlib.import_module(module), name)(num_agents, max_turns, **kwargs)
     if env_id.startswith("pettingzoo:"):
         name = env_id.split(":", 1)[1]
         try:
@@ -82,7 +97,7 @@ def make_parallel_env(env_id: str, *, num_agents: int, max_turns: int) -> Any:
             raise EnvError(f"env.id {env_id!r}: cannot import {name!r}: {e}") from None
         if not hasattr(module, "parallel_env"):
             raise EnvError(f"env.id {env_id!r}: module {name!r} has no parallel_env()")
-        return module.parallel_env()
+        return module.parallel_env(**kwargs)
     raise EnvError(
         f"env.id {env_id!r}: the agents runner needs a multi-agent world: "
         f"{', '.join(map(repr, WORLDS))} or 'pettingzoo:PACKAGE.MODULE'"

@@ -34,6 +34,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -53,7 +54,13 @@ from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
 from shoal.sync.weights import SharedWeightStore
-from shoal.sync.workers import RestartBudget, WorkerProcess, child_prologue, stop_processes
+from shoal.sync.workers import (
+    RestartBudget,
+    WorkerFailure,
+    WorkerProcess,
+    child_prologue,
+    stop_processes,
+)
 
 __all__ = ["Block", "ProcessesConfig", "ProcessesRunner", "default_workers"]
 
@@ -157,6 +164,30 @@ def rollout_worker(
     process included); ``generation`` counts the run's starts, so a resumed run's workers
     draw seeds the first start never used."""
     parent_alive = child_prologue(torch_threads=1)
+    try:
+        _rollout(worker, incarnation, workers, cfg, store, plugins, generation, conn, parent_alive)
+    except (EOFError, BrokenPipeError):
+        return  # the learner is gone
+    except BaseException as e:  # the learner reports it with the worker's own message
+        try:
+            conn.send(WorkerFailure.of(e))
+        except (OSError, ValueError):
+            raise e from None  # no pipe to tell: the traceback goes to stderr
+        raise SystemExit(1) from None
+
+
+def _rollout(
+    worker: int,
+    incarnation: int,
+    workers: int,
+    cfg: Config,
+    store: Any,
+    plugins: tuple[Any, ...],
+    generation: int,
+    conn: Connection,
+    parent_alive: Callable[[], bool],
+) -> None:
+    """The rollout worker's loop (:func:`rollout_worker`)."""
     spec = probe_env(cfg.env)
     n = cfg.env.num_envs
     seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
@@ -277,7 +308,11 @@ class ProcessesRunner(DQNRunner):
         try:
             block = slot.worker.conn.recv()
         except Exception as e:  # EOF, a broken pipe or a truncated message: it died
-            self._restart(worker, f"pipe failed ({type(e).__name__})")
+            slot.worker.proc.join(0.5)  # its exit code, where it has one
+            self._restart(worker, f"pipe failed ({type(e).__name__}; {slot.worker.why()})")
+            return
+        if isinstance(block, WorkerFailure):
+            self._restart(worker, block.message)
             return
         slot.last_heard = time.monotonic()
         slot.budget.succeeded()

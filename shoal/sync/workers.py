@@ -19,14 +19,53 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["SPAWN", "RestartBudget", "WorkerProcess", "child_prologue", "stop_processes"]
+__all__ = [
+    "SPAWN",
+    "RestartBudget",
+    "WorkerFailure",
+    "WorkerProcess",
+    "check_not_bootstrapping",
+    "child_prologue",
+    "stop_processes",
+]
 
 SPAWN = multiprocessing.get_context("spawn")
 """The start method of every worker process shoal starts."""
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """What a worker sends its parent when it fails: the exception's own one-line message
+    and the traceback (a bare EOF on the pipe would say only that it died)."""
+
+    message: str
+    traceback: str
+
+    @classmethod
+    def of(cls, error: BaseException) -> WorkerFailure:
+        """The failure of ``error``, being handled now."""
+        line = str(error).strip().splitlines()[:1] or [""]
+        return cls(f"{type(error).__name__}: {line[0]}".rstrip(": "), traceback.format_exc())
+
+
+def check_not_bootstrapping(what: str) -> None:
+    """Refuse ``what`` in a spawned worker that is importing the user's script (a script
+    with no ``if __name__ == "__main__":`` guard runs its training again in every worker):
+    the worker exits with this one line instead of making run directories of its own."""
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        print(
+            f"shoal: {what} was called while a worker process imported your script; put it "
+            'under `if __name__ == "__main__":` (worker processes import the main script)',
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
 
 
 def child_prologue(torch_threads: int | None = 1) -> Callable[[], bool]:

@@ -48,7 +48,7 @@ def collector_main(cfg: Config, conn: Connection) -> None:
     parent_alive = child_prologue(torch_threads=1)
     try:
         a = cfg.agents
-        env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+        env = make_parallel_env(cfg.env, num_agents=a.agents, max_turns=a.max_turns)
         player = build_player(cfg, env)
         actor = player.actor
         conn.send(("ready",))

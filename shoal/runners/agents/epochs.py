@@ -219,7 +219,7 @@ def play_epochs(
     weights), at ``epsilon`` (0: greedy, 1: uniformly random), storing nothing. The way to
     compare trained agents with random ones on the same seeds."""
     a = cfg.agents
-    env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+    env = make_parallel_env(cfg.env, num_agents=a.agents, max_turns=a.max_turns)
     try:
         player = build_player(cfg, env, params)
         return [player.play(epsilon, seed, store=False) for seed in seeds]

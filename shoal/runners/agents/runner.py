@@ -112,7 +112,7 @@ class AgentsRunner(Runner):
     def check(cls, cfg: Config) -> None:
         """Make the world once and check it, and the agents' network (before any work
         starts)."""
-        env = make_parallel_env(cfg.env.id, num_agents=cfg.agents.agents, max_turns=1)
+        env = make_parallel_env(cfg.env, num_agents=cfg.agents.agents, max_turns=1)
         try:
             ma = probe_parallel_env(env, cfg.env.id)
             env.reset(seed=0)
@@ -135,7 +135,7 @@ class AgentsRunner(Runner):
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         a = cfg.agents
-        self.env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+        self.env = make_parallel_env(cfg.env, num_agents=a.agents, max_turns=a.max_turns)
         self.ma = probe_parallel_env(self.env, cfg.env.id)
         self.spec = self.ma.env_spec()
         self.k = len(self.ma.agents)
@@ -361,7 +361,7 @@ class AgentsRunner(Runner):
         if self._eval_envs is None:
             a = self.cfg.agents
             self._eval_envs = [
-                make_parallel_env(self.cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
+                make_parallel_env(self.cfg.env, num_agents=a.agents, max_turns=a.max_turns)
                 for _ in range(min(r.eval_episodes, EVAL_WORLDS))
             ]
         self._sync_actor()
