@@ -119,7 +119,6 @@ def train(
 
     Everything is validated (config, env, run directory) before any work starts.
     """
-    from shoal.run.checkpoint import load_checkpoint
     from shoal.runners import runner_for
     from shoal.sync.workers import check_not_bootstrapping
 
@@ -130,32 +129,7 @@ def train(
     if resume is not None:
         if config is not None:
             raise ConfigError("give either a config or resume=RUN_DIR, not both")
-        run = RunDir.open(resume)
-        saved = load_config(run.config)
-        cfg = load_config(run.config, overrides)
-        if cfg.run.runner != saved.run.runner:
-            raise ConfigError(
-                f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
-                f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
-            )
-        if cfg.env.id != saved.env.id:
-            raise ConfigError(
-                f"config key 'env.id': {cfg.env.id!r} cannot resume a run trained on "
-                f"{saved.env.id!r} (its networks and replay are that env's)"
-            )
-        runner_for(cfg).preflight(cfg)
-        check_device(cfg)
-        # Room for a checkpoint the size of the last one, before loading it.
-        run.check_writable(run.checkpoint.stat().st_size if run.checkpoint.is_file() else 0)
-        run.sweep()
-        if not run.checkpoint.is_file() and run.error_checkpoint.is_file():
-            raise CheckpointError(
-                f"run '{run.path}' has no checkpoints/latest.pt, only error.pt, written when "
-                "it failed; to continue from that state, rename it to latest.pt"
-            )
-        state = load_checkpoint(run.checkpoint)
-        _check_unfinished(cfg, state, run)
-        return _run(cfg, run, resume=state)
+        return _resume(resume, overrides)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
@@ -164,6 +138,40 @@ def train(
     check_device(cfg)
     name = cfg.run.name or cfg.env.id.replace("/", "_").replace(":", "_")
     return _run(cfg, lambda: RunDir.create(cfg.run.out, name, run_dir))
+
+
+def _resume(resume: str | Path, overrides: Sequence[str]) -> TrainResult:
+    """Continue the run in ``resume`` from its latest checkpoint (its config, with
+    ``overrides`` on top), after every check that would fail it."""
+    from shoal.run.checkpoint import load_checkpoint
+    from shoal.runners import runner_for
+
+    run = RunDir.open(resume)
+    saved = load_config(run.config)
+    cfg = load_config(run.config, overrides)
+    if cfg.run.runner != saved.run.runner:
+        raise ConfigError(
+            f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
+            f"{saved.run.runner!r} (its checkpoint holds that runner's state)"
+        )
+    if cfg.env.id != saved.env.id:
+        raise ConfigError(
+            f"config key 'env.id': {cfg.env.id!r} cannot resume a run trained on "
+            f"{saved.env.id!r} (its networks and replay are that env's)"
+        )
+    runner_for(cfg).preflight(cfg)
+    check_device(cfg)
+    # Room for a checkpoint the size of the last one, before loading it.
+    run.check_writable(run.checkpoint.stat().st_size if run.checkpoint.is_file() else 0)
+    run.sweep()
+    if not run.checkpoint.is_file() and run.error_checkpoint.is_file():
+        raise CheckpointError(
+            f"run '{run.path}' has no checkpoints/latest.pt, only error.pt, written when "
+            "it failed; to continue from that state, rename it to latest.pt"
+        )
+    state = load_checkpoint(run.checkpoint)
+    _check_unfinished(cfg, state, run)
+    return _run(cfg, run, resume=state)
 
 
 def check_device(cfg: Config) -> None:

@@ -99,21 +99,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     train.add_argument("config", nargs="?", help="preset name or TOML config file")
-    train.add_argument("--env", metavar="ID", help="gymnasium env id (sets env.id)")
-    train.add_argument(
-        "--import",
-        dest="imports",
-        action="append",
-        metavar="MODULE",
-        help="a module to import first, here and in every worker: one that registers your "
-        "env or world (repeatable; sets env.imports; the working directory is searched)",
-    )
-    train.add_argument(
-        "--network",
-        metavar="MODULE:FACTORY",
-        help="your own Q-network: a factory (observation_space, action_space) -> nn.Module "
-        "giving Q-values (batch, n_actions) (sets dqn.network)",
-    )
+    _add_user_code_arguments(train)
     _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE")
     train.add_argument(
         "--runner",
@@ -264,6 +250,26 @@ def _describe(obj: object) -> str:
     from shoal.tabular.sudoku_training import SECTION, SudokuConfig
 
     return describe_section(obj if obj is not None else SudokuConfig(), SECTION)
+
+
+def _add_user_code_arguments(train: argparse.ArgumentParser) -> None:
+    """--env, --import and --network: the env (maybe the user's own package's) and the
+    user's own network."""
+    train.add_argument("--env", metavar="ID", help="gymnasium env id (sets env.id)")
+    train.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        metavar="MODULE",
+        help="a module to import first, here and in every worker: one that registers your "
+        "env or world (repeatable; sets env.imports; the working directory is searched)",
+    )
+    train.add_argument(
+        "--network",
+        metavar="MODULE:FACTORY",
+        help="your own Q-network: a factory (observation_space, action_space) -> nn.Module "
+        "giving Q-values (batch, n_actions) (sets dqn.network)",
+    )
 
 
 def _train(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+import sys
 from pathlib import Path
 
 import shoal
@@ -107,3 +108,21 @@ def test_functions_fit_on_a_screen() -> None:
                 if lines > 60 and not env_init:
                     long.append(f"{module_name(path)}.{node.name}: {lines} lines")
     assert long == []
+
+
+def test_building_a_config_loads_no_runner_and_no_torch():
+    """Sections are registered by name in light modules: a config (every section of it)
+    is built without importing a runner, an agent part or torch."""
+    code = (
+        "import sys\n"
+        "from shoal.config import Config, load_config\n"
+        "Config()\n"
+        "overrides = ['run.runner=ray', 'ray.actors=3', 'selfplay.pool_size=2']\n"
+        "cfg = load_config('cartpole', overrides)\n"
+        "assert cfg.ray.actors == 3\n"
+        "heavy = [m for m in sys.modules if m == 'torch' or m.startswith('shoal.agent')\n"
+        "         or (m.startswith('shoal.runners.') and m != 'shoal.runners.sections')]\n"
+        "print(sorted(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -31,14 +31,16 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from shoal.config import param
 from shoal.errors import ConfigError
 from shoal.run.seeding import derive_seed
+
+if TYPE_CHECKING:  # torch loads with the plug-in's work, not with the config section
+    import torch
 
 __all__ = ["SAMPLING_MODES", "OpponentLoader", "OpponentPool", "SelfPlay", "SelfPlayConfig"]
 
@@ -273,6 +275,8 @@ class OpponentLoader:
         return {"opponent": float(self.opponent)}
 
     def _policy(self, actor: Any, state: Mapping[str, torch.Tensor]) -> Callable[..., int]:
+        import torch
+
         from shoal.agent.losses import mask_illegal
         from shoal.agent.networks import apply_network
         from shoal.envs.connect_four import random_player

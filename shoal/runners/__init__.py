@@ -7,11 +7,12 @@ are tested against. Adding a runner is its own module plus one line in :data:`RU
 (or a :func:`register_runner` call); a runner owns its config section (its ``section``
 class attribute) and its ``--help`` text (its docstring's first line).
 
-Importing this package imports no runner: they load on first use (the CLI's parser and
-``--help`` epilog need none). Building a :class:`~shoal.config.Config` loads them all,
-because each owns a section; so a runner module imports its optional backends (Ray, say)
-where it uses them, never at the top. Spawned workers receive the config object itself,
-so a runner registered only in the parent process still reaches them.
+Importing this package imports no runner: they load on first use. Sections are
+registered by name apart from their runners (:data:`SECTIONS`, light modules with no
+torch), so building a :class:`~shoal.config.Config` loads no runner either; a runner
+module still imports its optional backends (Ray, say) where it uses them, never at the
+top. Spawned workers receive the config object itself, so a runner registered only in the
+parent process still reaches them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 __all__ = [
     "PLUGIN_SECTIONS",
     "RUNNERS",
+    "SECTIONS",
     "config_sections",
     "describe_runners",
     "register_runner",
@@ -48,6 +50,15 @@ ENV_RUNNERS: dict[str, dict[str, Any]] = {
 """``env.id`` -> {``run.runner`` name -> runner}: envs whose runs need their own version of
 a runner (multi-agent path finding trains on sequences of joint observations)."""
 
+SECTIONS: dict[str, Any] = {
+    "threads": "shoal.runners.sections:ThreadsConfig",
+    "processes": "shoal.runners.sections:ProcessesConfig",
+    "agents": "shoal.runners.sections:AgentsConfig",
+    "ray": "shoal.runners.sections:RayConfig",
+}
+"""The runners' own config sections: name -> dataclass, or ``"module:Class"`` in a module
+that imports no runner and no torch (a runner's ``section`` attribute names the same)."""
+
 PLUGIN_SECTIONS: dict[str, str] = {
     "selfplay": "shoal.games.selfplay:SelfPlayConfig",
     "mapf": "shoal.mapf.config:MapfConfig",
@@ -62,9 +73,15 @@ def _load(target: Any) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def register_runner(name: str, runner: Any) -> None:
-    """Add (or replace) a runner under ``name``: a class or a ``"module:Class"`` string."""
+def register_runner(name: str, runner: Any, section: tuple[str, Any] | None = None) -> None:
+    """Add (or replace) a runner under ``name``: a class or a ``"module:Class"`` string;
+    ``section`` is its own config section as (name, dataclass or ``"module:Class"``), by
+    default a class's ``section`` attribute."""
     RUNNERS[name] = runner
+    if section is None and not isinstance(runner, str):
+        section = getattr(runner, "section", None)
+    if section is not None:
+        SECTIONS[section[0]] = section[1]
 
 
 def runner_names() -> list[str]:
@@ -103,15 +120,9 @@ def runner_for(cfg: Any) -> Any:
 
 
 def config_sections() -> dict[str, type]:
-    """Every registered runner's and plug-in's own config section, by section name."""
-    out: dict[str, type] = {}
-    for name in RUNNERS:
-        section = getattr(runner_class(name), "section", None)
-        if section is not None:
-            out[section[0]] = section[1]
-    for name, target in PLUGIN_SECTIONS.items():
-        out[name] = _load(target)
-    return out
+    """Every registered runner's and plug-in's own config section, by section name (no
+    runner is imported)."""
+    return {name: _load(target) for name, target in {**SECTIONS, **PLUGIN_SECTIONS}.items()}
 
 
 def describe_runners() -> str:

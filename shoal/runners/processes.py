@@ -46,13 +46,14 @@ from shoal.agent.batch_actor import BatchActor
 from shoal.agent.builder import build_actor
 from shoal.agent.episodes import EpisodeRecorder, Sent
 from shoal.agent.schedules import actor_epsilon
-from shoal.config import Config, param
+from shoal.config import Config
 from shoal.envs import probe_env
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
+from shoal.runners.sections import ProcessesConfig
 from shoal.sync.weights import SharedWeightStore
 from shoal.sync.workers import (
     RestartBudget,
@@ -68,36 +69,6 @@ WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
 MAX_FAILURES = 3
 """Restarts in a row without an episode after which a worker's failure stops the run."""
-
-
-@dataclass
-class ProcessesConfig:
-    """The processes runner: rollout worker processes feeding one central learner."""
-
-    workers: int = param(0, ge=0)
-    """Rollout worker processes (0: cpu_count() - 2, at least 1)."""
-    episodes_per_batch: int = param(4, gt=0)
-    """Whole episodes each of a worker's envs contributes to one learner batch (a worker
-    with env.num_envs envs gives that many times more): the batches, and the weight
-    publishes after them, keep their size in env steps whatever the envs per worker."""
-    learning_steps_per_batch: int = param(0, ge=0)
-    """Gradient steps per collected batch (0: as many as the serial runner would take for
-    the env steps collected: the update schedule's)."""
-    learner_threads: int = param(0, ge=0, le=4096)
-    """torch threads of the learner's process (0: run.torch_threads). Workers take one
-    thread each and leave most of a core idle when the learner is the bottleneck: a
-    learner-bound run on few cores gains from giving it those cores."""
-    eps_spread: float = param(0.0, ge=0.0)
-    """Ape-X style epsilon per env of every worker, eps ** (1 + spread * i / (N - 1)) over
-    the N = workers x env.num_envs envs; 0: all the same."""
-    publish_every: int = param(32, ge=0)
-    """Updates between weight publishes within a batch's learning, each also taking in what
-    workers sent meanwhile (0: publish and take in only after the batch): the workers'
-    weights stay this many updates behind at most, and they never wait out a long batch."""
-    worker_timeout: float = param(60.0, gt=0.0, le=86400.0)
-    """Seconds a worker may stay silent before it is killed and restarted."""
-    max_episodes: int = param(0, ge=0)
-    """Stop after this many episodes (0: no limit; run.total_steps still applies)."""
 
 
 def default_workers() -> int:

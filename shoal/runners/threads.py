@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,8 +37,9 @@ import torch
 
 from shoal.agent.actor import Actor
 from shoal.agent.builder import build_actor
-from shoal.config import Config, param
+from shoal.config import Config
 from shoal.run.loop import Collected
+from shoal.runners.sections import ThreadsConfig
 from shoal.runners.serial import SerialRunner
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rounds import RoundThreads, RoundThreadsError
@@ -51,23 +51,6 @@ __all__ = ["LearnerThreadError", "ThreadsConfig", "ThreadsRunner"]
 
 class LearnerThreadError(RoundThreadsError):
     """A learner thread failed; the original exception is the ``__cause__``."""
-
-
-@dataclass
-class ThreadsConfig:
-    """The threads runner: one acting thread and K learner threads on one network."""
-
-    learner_threads: int = param(2, gt=0, le=4096)
-    """Learner threads computing gradients in parallel under the read lock."""
-    grad_accum_steps: int = param(1, gt=0)
-    """Micro-batches whose gradients a learner averages into one optimizer step."""
-    sync_every: int = param(10, gt=0)
-    """Optimizer steps between copies of the weights into the acting thread's network."""
-    max_lag: int = param(32, ge=0)
-    """Updates the learners may fall behind the schedule (gradient_steps every train_freq
-    env steps) before acting waits; 0 is lockstep, which reproduces the serial runner."""
-    lock_timeout: float = param(60.0, gt=0.0, le=86400.0)
-    """Seconds a thread waits for the read/write lock before failing the run."""
 
 
 class ThreadsRunner(SerialRunner):

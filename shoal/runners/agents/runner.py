@@ -21,7 +21,6 @@ import contextlib
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from shoal.agent.builder import build_epsilon, build_q_network, build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
 from shoal.agent.stacked import StackedActor, StackedLearner
-from shoal.config import Config, param
+from shoal.config import Config
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
@@ -49,6 +48,7 @@ from shoal.runners.agents.epochs import (
     greedy_returns,
     play_checkpoint,
 )
+from shoal.runners.sections import AgentsConfig
 from shoal.sync.locked_replay import LockedReplay
 from shoal.sync.rounds import RoundThreads, RoundThreadsError
 from shoal.sync.weights import LocalWeightStore
@@ -64,34 +64,6 @@ MAX_COLLECTOR_FAILURES = 3
 
 class LearningThreadError(RoundThreadsError):
     """The background learning thread failed or hung; the cause is the ``__cause__``."""
-
-
-@dataclass
-class AgentsConfig:
-    """The agents runner: K independent learners in one multi-agent world."""
-
-    agents: int = param(8, gt=0)
-    """Agents in the world (K); shoal/Harvest-v0 is built with this many."""
-    max_turns: int = param(1000, gt=0)
-    """Turns per epoch (episode) at most."""
-    parallel_actions: bool = True
-    """One batched forward picks all K actions (else one forward per agent)."""
-    parallel_training: bool = True
-    """One stacked update trains all K agents (else one update per agent in a loop)."""
-    async_learning: bool = False
-    """A background thread trains while the caller's thread keeps collecting."""
-    train_interval: int = param(1, gt=0)
-    """Epochs between training phases."""
-    async_mode: str = param("process", choices=("process", "thread"))
-    """Async: 'process' plays epochs in a collector process while the caller's thread
-    trains (the two never share the GIL); 'thread' trains in a thread beside the caller's
-    collecting thread (they take turns on the GIL)."""
-    copy_on_train: bool = False
-    """Async thread: each phase trains on a copy of the buffers taken when it starts
-    (collection never waits for the buffer locks; the copy's priority updates are dropped)."""
-    step_timeout: float = param(60.0, gt=0.0, le=86400.0)
-    """Seconds the caller waits for the learning thread or an epoch from the collector
-    process before the run fails as hung."""
 
 
 class AgentsRunner(Runner):

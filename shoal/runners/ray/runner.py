@@ -25,13 +25,12 @@ import sys
 import time
 import uuid
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from shoal.agent.builder import Fields, build_replay
-from shoal.config import Config, param
+from shoal.config import Config
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, EnvError, ShoalError
 from shoal.replay import ReplayService
@@ -46,52 +45,9 @@ from shoal.runners.ray.address import (
     preflight,
     require_ray_version,
 )
+from shoal.runners.sections import RayConfig
 
 __all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
-
-
-@dataclass
-class RayConfig:
-    """The ray runner: Ape-X actors, a replay actor and one learner on Ray."""
-
-    actors: int = param(2, gt=0)
-    """Actor actors playing the env (``--workers``)."""
-    address: str | None = None
-    """A running Ray cluster to join (HOST:PORT); none: start a local Ray for the run
-    (``RAY_ADDRESS`` is read too)."""
-    num_cpus: int | None = param(None, gt=0)
-    """CPUs of the local Ray (none: the machine's)."""
-    actor_cpus: float = param(0.5, gt=0.0)
-    """CPUs each actor asks Ray for (fractions let actors outnumber cores)."""
-    node_ip_address: str | None = None
-    """The local Ray's node address (tests: a loopback address such as 127.0.0.2)."""
-    temp_dir: str | None = None
-    """The local Ray's directory for sockets and logs (none: Ray's default)."""
-    steps_per_call: int = param(250, gt=0)
-    """Steps each of an actor's envs plays per call (the driver hears of finished episodes
-    then; a call costs a round trip and a send: at 100 steps they added ~5% to an actor's
-    time). Per env, so a call keeps its share of an actor's time whatever env.num_envs."""
-    publish_every: int = param(10, gt=0)
-    """Learner updates between weight publishes."""
-    pull_every: int = param(100, gt=0)
-    """Steps of each env between an actor's checks for newer weights (a check is a remote
-    call: per env, its cost per env step stays put whatever env.num_envs)."""
-    eps_alpha: float = param(7.0, ge=0.0)
-    """Ape-X's per-actor exploration exponent alpha."""
-    max_inflight: int = param(2, gt=0)
-    """Sends to replay (each holding the episodes one call finished) an actor may have
-    unanswered."""
-    prefetch: int = param(8, gt=0)
-    """Batches the learner has asked the replay actor for ahead of use (on 2 cores shared
-    with 2 actors, with Ray's default worker niceness: 2 left the learner waiting about 20%
-    of its time in learn, 8 about 7%)."""
-    actor_nice: int = param(19, ge=0, le=19)
-    """Niceness of the actors' processes (never below Ray's for its workers): on a node
-    they share with the learner and the replay actor, actors yield the CPU to those two."""
-    max_restarts: int = param(3, ge=0)
-    """Restarts Ray grants each actor (an actor killed mid-run comes back this often)."""
-    timeout: float = param(120.0, gt=0.0, le=86400.0)
-    """Seconds the driver waits for any actor or the replay before failing the run."""
 
 
 class ReplayActor(ReplayService):
