@@ -247,10 +247,11 @@ def train_dqn(
     return train(config, overrides=[*values, *overrides], run_dir=run_dir)
 
 
-def _open_checkpoint(
+def open_run_checkpoint(
     run_dir: str | Path, episodes: int, checkpoint: str
 ) -> tuple[Config, dict[str, Any], Path]:
-    """A finished or stopped run's config and its ``best`` or ``latest`` checkpoint."""
+    """A finished or stopped run's config, its ``best`` or ``latest`` checkpoint and that
+    checkpoint's path (``episodes``, what the caller will play, is checked first)."""
     from shoal.run.checkpoint import load_checkpoint
 
     if episodes <= 0:
@@ -284,7 +285,7 @@ def evaluate_run(
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
-    cfg, state, path = _open_checkpoint(run_dir, episodes, checkpoint)
+    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint)
     seed = cfg.run.seed + 1 if seed is None else seed
     with checkpoint_fits(path, "the run's config"):
         return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
@@ -307,7 +308,7 @@ def play_run(
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners.agents.epochs import play_checkpoint
 
-    cfg, state, path = _open_checkpoint(run_dir, episodes, checkpoint)
+    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint)
     if not _multi_agent(cfg):
         raise ConfigError(
             f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "

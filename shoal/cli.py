@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
@@ -160,6 +161,18 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--episodes", type=positive_int, default=20, help="episodes (default 20)")
     ev.add_argument("--seed", type=non_negative_int, help="reset seed (default: run seed + 1)")
+    ex = sub.add_parser(
+        "export",
+        help="write a run's trained network weights (a state_dict) for your own code",
+        description="Writes the network's state_dict of a single-agent run's best (or latest)\n"
+        "checkpoint with torch.save; load it into your network with\n"
+        "net.load_state_dict(torch.load(FILE, weights_only=True)), or use\n"
+        "shoal.load_policy(RUN_DIR) in Python.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ex.add_argument("run_dir", metavar="RUN_DIR")
+    ex.add_argument("--checkpoint", choices=("best", "latest"), default="best")
+    ex.add_argument("--out", required=True, metavar="FILE", help="where to write the weights")
 
 
 def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
@@ -363,6 +376,26 @@ def _workers_override(args: argparse.Namespace, overrides: list[str]) -> str:
     return f"{key}={args.workers}"
 
 
+def _export(args: argparse.Namespace) -> int:
+    import torch
+
+    from shoal.run.files import atomic_write
+    from shoal.run.policy import load_policy
+
+    out = Path(args.out)
+    if out.is_dir():
+        raise ShoalError(f"--out '{out}' is a directory; name a file (e.g. {out}/policy.pt)")
+    policy = load_policy(args.run_dir, args.checkpoint)
+    state = policy.network.state_dict()
+    try:
+        atomic_write(out, lambda f: torch.save(state, f))
+    except OSError as e:
+        raise ShoalError(f"--out '{out}': cannot write it ({e.strerror or e})") from None
+    network = policy.config.dqn.network or "shoal's network (dqn.hidden, dqn.dueling, ...)"
+    print(f"wrote {out}: {len(state)} tensors of {network}")
+    return 0
+
+
 def _eval(args: argparse.Namespace) -> int:
     from shoal.api import evaluate_run
 
@@ -479,6 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {
         "train": _train,
         "eval": _eval,
+        "export": _export,
         "plot": _plot,
         "upgrade": _upgrade,
         "sudoku": _sudoku,

@@ -225,3 +225,54 @@ def test_bad_env_kwargs_are_one_line(tmp_path, tiny):
             run_dir=tmp_path / "r",
         )
     assert not (tmp_path / "r").exists()
+
+
+LOAD_POLICY = """
+import sys, numpy as np, shoal
+from shoal.run.evaluation import evaluate
+policy = shoal.load_policy(sys.argv[1])
+assert type(policy.network).__name__ == "Sequential", type(policy.network)
+envs = [policy.make_env() for _ in range(4)]
+obs, _ = envs[0].reset(seed=0)
+assert int(policy.act(obs)) in (0, 1)
+print(evaluate(policy.act, envs, 4, 7).tolist())
+"""
+
+
+def test_load_policy_acts_in_a_fresh_process_as_shoal_eval_plays(tmp_path, tiny):
+    run = tmp_path / "r"
+    shoal.train("cartpole", overrides=[LAYERNORM, *tiny()], run_dir=run)
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    out = subprocess.run(
+        [sys.executable, "-c", LOAD_POLICY, str(run)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    played = eval(out.stdout.strip().splitlines()[-1])
+    assert played == shoal.evaluate_run(run, episodes=4, seed=7).tolist()
+
+
+def test_shoal_export_writes_weights_the_users_network_loads(tmp_path, tiny):
+    import gymnasium as gym
+    from user_code.qnets import layernorm_mlp
+
+    run = tmp_path / "r"
+    shoal.train("cartpole", overrides=[LAYERNORM, *tiny()], run_dir=run)
+    cli = Path(sys.executable).parent / "shoal"
+    env = {**os.environ, "PYTHONPATH": str(TESTS)}
+    out = subprocess.run(
+        [str(cli), "export", str(run), "--out", str(tmp_path / "policy.pt")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    net = layernorm_mlp(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
+    net.load_state_dict(torch.load(tmp_path / "policy.pt", weights_only=True))
+    best = load_checkpoint(RunDir(run).best, best=True)["learner"]["online"]
+    assert torch.equal(net.state_dict()["6.bias"], best["6.bias"])

@@ -1,0 +1,95 @@
+"""A trained policy back in the user's own code: :func:`load_policy` reads a run's
+checkpoint and returns its network (the user's own module, for ``dqn.network`` runs) with
+the trained weights, and a greedy ``act``.
+
+It plays what ``shoal eval`` plays: the same network, weights and greedy rule (legal
+actions only where ``dqn.action_mask`` is set), on observations as shoal's envs give them
+(:meth:`Policy.make_env` makes such an env: flattened, images channels first).
+
+Example:
+    >>> import shoal  # doctest: +SKIP
+    >>> policy = shoal.load_policy("runs/cartpole-20261125-120000")  # doctest: +SKIP
+    >>> env = policy.make_env()  # doctest: +SKIP
+    >>> obs, _ = env.reset(seed=0)  # doctest: +SKIP
+    >>> action = policy.act(obs)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from torch import nn
+
+from shoal.errors import ConfigError
+
+__all__ = ["Policy", "load_policy"]
+
+
+@dataclass
+class Policy:
+    """A trained network and its greedy actions."""
+
+    network: nn.Module
+    """The trained network, weights loaded, in eval mode, gradients off (for a
+    ``dqn.network`` run: the module the user's factory made)."""
+    config: Any
+    """The run's :class:`~shoal.config.Config`."""
+    actor: Any
+    """The actor that picks greedy actions with the network (shoal eval's)."""
+
+    def act(self, obs: Any) -> Any:
+        """The greedy action for one observation, or an array of them for a batch
+        ``(batch, *obs_shape)``."""
+        x = np.asarray(obs, np.float32)
+        single = x.ndim == 1
+        actions = self.actor.greedy(x[None] if single else x)
+        return actions[0] if single else actions
+
+    def make_env(self, **kwargs: Any) -> Any:
+        """An evaluation env of the run, observations as the network reads them."""
+        from shoal.envs import make_env
+
+        return make_env(self.config.env, evaluation=True, **kwargs)
+
+
+def load_policy(run_dir: str | Path, checkpoint: str = "best", *, device: str = "cpu") -> Policy:
+    """The trained policy of a single-agent DQN run: its ``best`` (default) or ``latest``
+    checkpoint's network on ``device``. The user's network factory (``dqn.network``) must
+    import here, as for ``shoal eval``."""
+    import torch
+
+    from shoal.agent.builder import build_actor, build_q_network
+    from shoal.agent.hybrid import make_hybrid_network
+    from shoal.api import open_run_checkpoint
+    from shoal.mapf.config import MAPF_ID
+    from shoal.run.checkpoint import checkpoint_fits
+    from shoal.runners import runner_for
+
+    cfg, state, path = open_run_checkpoint(run_dir, 1, checkpoint)
+    if cfg.env.id == MAPF_ID:
+        raise ConfigError(
+            f"run '{run_dir}' is a MAPF run: evaluate it with `shoal mapf eval {run_dir}`"
+        )
+    runner = runner_for(cfg)
+    if getattr(runner, "multi_agent", False) or not hasattr(runner, "probe"):
+        raise ConfigError(
+            f"run '{run_dir}' (run.runner {cfg.run.runner!r}): load_policy reads single-agent "
+            "DQN runs; play a multi-agent run's agents with shoal.play_run"
+        )
+    spec = runner.probe(cfg)
+    with torch.random.fork_rng():
+        if spec.hybrid:
+            d = cfg.dqn
+            network = make_hybrid_network(
+                d, spec.obs_dim, spec.n_actions, spec.action_dim, spec.action_low, spec.action_high
+            )
+        else:
+            network = build_q_network(cfg, spec)
+    with checkpoint_fits(path, "the run's config"):
+        network.load_state_dict(state["learner"]["online"])
+    network = network.to(device).eval().requires_grad_(False)
+    actor = build_actor(cfg, spec, np.random.default_rng(0), network=network, device=device)
+    return Policy(network, cfg, actor)
