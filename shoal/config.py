@@ -221,6 +221,9 @@ class RunConfig:
     runner: str = "serial"
     """Training scheme: one of the registered runners (``shoal train --help`` lists them,
     each with its own config section)."""
+    recipe: str = "dqn"
+    """The agent every runner trains: a registered recipe ('dqn') or a 'module:Class' path
+    to your own (a subclass of shoal.recipes.dqn.DQNRecipe, say, with its own loss)."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     max_minutes: float | None = param(None, gt=0.0)
@@ -314,6 +317,9 @@ class Config:
             raise ConfigError(
                 f"config key 'run.runner': {_show(self.run.runner)} is not one of {allowed}"
             )
+        from shoal.recipes import resolve_recipe
+
+        self.run.recipe = resolve_recipe(self.run.recipe)  # a path other processes can load
         for i, module in enumerate(self.env.imports):
             if not all(part.isidentifier() for part in module.split(".")):
                 raise ConfigError(

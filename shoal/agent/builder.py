@@ -36,10 +36,12 @@ REPLAY_STREAM = 2
 """Seed stream of replay sampling."""
 
 
-def build_learner(cfg: Config, spec: EnvSpec) -> Learner:
+def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
     """The learner (double DQN, or hybrid DQN for (discrete, continuous) actions), its
-    weights initialised from the run seed."""
-    torch.manual_seed(cfg.run.seed)
+    weights initialised from the run seed (``seed=False``: from torch's generator as the
+    caller left it)."""
+    if seed:
+        torch.manual_seed(cfg.run.seed)
     if spec.hybrid:
         return HybridDQN(
             spec.obs_dim,

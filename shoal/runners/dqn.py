@@ -16,21 +16,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import (
-    Fields,
-    build_actor,
-    build_epsilon,
-    build_learner,
-    build_q_network,
-    build_replay,
-    transition_fields,
-)
+from shoal.agent.builder import Fields, build_epsilon, build_q_network, build_replay
 from shoal.agent.learner import Learner
 from shoal.agent.networks import image_encoder
 from shoal.config import Config
-from shoal.envs import EnvSpec, make_env, probe_env
+from shoal.envs import EnvSpec, make_env
 from shoal.envs.vector import check_engine
 from shoal.errors import ConfigError
+from shoal.recipes import recipe_for
 from shoal.run.evaluation import evaluate
 from shoal.run.runner import Runner
 
@@ -55,18 +48,19 @@ class DQNRunner(Runner):
 
     @classmethod
     def probe(cls, cfg: Config) -> EnvSpec:
-        """What the learner needs to know of the env (made once to read it)."""
-        return probe_env(cfg.env)
+        """What the learner needs to know of the env (the recipe's reading of it)."""
+        return recipe_for(cfg).probe(cfg)
 
     @classmethod
     def make_learner(cls, cfg: Config, spec: EnvSpec) -> Learner:
-        """The learner, its weights initialised from the run seed."""
-        return build_learner(cfg, spec)
+        """The recipe's learner, its weights initialised from the run seed."""
+        torch.manual_seed(cfg.run.seed)
+        return recipe_for(cfg).make_learner(cfg, spec)
 
     @classmethod
     def replay_fields(cls, cfg: Config, spec: EnvSpec) -> Fields:
-        """What one replay item holds (here: an n-step transition)."""
-        return transition_fields(spec)
+        """What one replay item holds (the recipe's: an n-step transition for DQN)."""
+        return recipe_for(cfg).replay_fields(cfg, spec)
 
     @classmethod
     def make_replay(cls, cfg: Config, spec: EnvSpec) -> Any:
@@ -91,6 +85,8 @@ class DQNRunner(Runner):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
+        self.recipe = recipe_for(cfg)
+        """The agent's recipe: what its parts are (the runner only moves them)."""
         self.spec = self.probe(cfg)
         self.learner = self.make_learner(cfg, self.spec)
         self.replay: Any = self.make_replay(cfg, self.spec)
@@ -223,7 +219,7 @@ def _check_memory(cfg: Config, replay_bytes: int) -> None:
 
 def _learner_actor(cfg: Config, spec: EnvSpec, learner: Learner) -> Any:
     """An actor acting with ``learner``'s own live weights."""
-    return build_actor(
+    return recipe_for(cfg).make_actor(
         cfg,
         spec,
         np.random.default_rng(0),

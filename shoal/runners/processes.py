@@ -43,13 +43,12 @@ import numpy as np
 import torch
 
 from shoal.agent.batch_actor import BatchActor
-from shoal.agent.builder import build_actor
 from shoal.agent.episodes import EpisodeRecorder, Sent
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config
-from shoal.envs import probe_env
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
+from shoal.recipes import recipe_for
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -159,10 +158,12 @@ def _rollout(
     parent_alive: Callable[[], bool],
 ) -> None:
     """The rollout worker's loop (:func:`rollout_worker`)."""
-    spec = probe_env(cfg.env)
+    recipe = recipe_for(cfg)
+    spec = recipe.probe(cfg)
     n = cfg.env.num_envs
     seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
-    actor = build_actor(cfg, spec, np.random.default_rng(derive_seed(*seeds)), source=store)
+    rng = np.random.default_rng(derive_seed(*seeds))
+    actor = recipe.make_actor(cfg, spec, rng, source=store)
     hook = None
     if plugins:
 

@@ -20,7 +20,6 @@ import numpy as np
 
 from shoal.agent.actor import Actor
 from shoal.agent.batch_actor import BatchActor
-from shoal.agent.builder import build_actor
 from shoal.config import Config
 from shoal.envs.vector import make_vector_env
 from shoal.replay.nstep import BatchNStepWriter
@@ -65,7 +64,7 @@ class SerialRunner(DQNRunner):
 
     def make_actor(self) -> Actor:
         """The behaviour policy (serial: acting on the learner's own live weights)."""
-        return build_actor(
+        return self.recipe.make_actor(
             self.cfg,
             self.spec,
             self.rng,

@@ -36,7 +36,6 @@ import numpy as np
 import torch
 
 from shoal.agent.actor import Actor
-from shoal.agent.builder import build_actor
 from shoal.config import Config
 from shoal.run.loop import Collected
 from shoal.runners.sections import ThreadsConfig
@@ -83,7 +82,7 @@ class ThreadsRunner(SerialRunner):
 
     def make_actor(self) -> Actor:
         """Acting reads a versioned copy of the weights, never weights mid-step."""
-        return build_actor(self.cfg, self.spec, self.rng, source=self.store)
+        return self.recipe.make_actor(self.cfg, self.spec, self.rng, source=self.store)
 
     def collect(self, step: int) -> Collected:
         """Pull newer weights if the learners published some, then one serial step."""

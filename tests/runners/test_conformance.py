@@ -31,6 +31,7 @@ register_runner("episodes", "throwaway:EpisodeRunner")
 import sys  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))  # user_code/: a recipe from outside shoal/
 
 RUNNERS = runner_names()
 ASYNC = ["agents.async_learning=true"]
@@ -55,6 +56,10 @@ MAPF = [
 """A small MAPF world (2 agents on 6x6 maps): MAPF's own versions of the serial and ray
 runners (``ENV_RUNNERS``) are runners too."""
 BATCHED = ["env.num_envs=4"]
+RECIPE = ["run.recipe='user_code.recipes:SquaredDQN'"]
+"""A new algorithm from outside shoal/ (a squared TD-error loss): one module, and it runs
+on every DQN runner."""
+DQN_RUNNERS = ("serial", "threads", "processes", "ray")
 MINATAR = ["env.id='MinAtar/Breakout-v1'", "dqn.encoder='minatar'", "env.num_envs=2"]
 """Pixels: MinAtar's 10 x 10 x 4 frames through the conv encoder."""
 ATARI = [
@@ -71,6 +76,7 @@ VARIANTS = {
     "serial/mapf": MAPF,
     "ray/mapf": MAPF,
     **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
+    **{f"{name}/recipe": RECIPE for name in DQN_RUNNERS},
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).
@@ -192,6 +198,17 @@ def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
     # episodes at 300-380) after a confirmed solve; an unsolved policy scores far lower.
     returns = shoal.evaluate_run(tmp_path / "r", episodes=20)
     assert returns.mean() >= 425, returns
+    no_leftovers()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", DQN_RUNNERS)
+def test_a_users_recipe_solves_cartpole(name, tmp_path, no_shm_leak):
+    overrides = [*runner_overrides(f"{name}/recipe"), "run.progress=false"]
+    result = shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
+    assert result.solved_step is not None and result.eval_return >= 475, result
+    saved = (tmp_path / "r" / "config.toml").read_text()
+    assert 'recipe = "user_code.recipes:SquaredDQN"' in saved
     no_leftovers()
 
 

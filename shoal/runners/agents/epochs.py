@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import build_network, build_nstep
+from shoal.agent.builder import build_nstep
 from shoal.agent.networks import Params
 from shoal.agent.stacked import StackedActor
 from shoal.config import Config
@@ -28,6 +28,7 @@ from shoal.envs.parallel import (
     probe_parallel_env,
 )
 from shoal.envs.social_metrics import EpisodeMetrics
+from shoal.recipes import recipe_for
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.seeding import derive_seed
 
@@ -189,13 +190,13 @@ def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPl
     """A player of ``env`` with an inference-only actor over stacked ``params`` (``None``:
     each agent's initial weights, as the agents runner draws them)."""
     spec = probe_parallel_env(env, cfg.env.id)
-    network = build_network(cfg, spec.env_spec())
+    network = recipe_for(cfg).make_network(cfg, spec.env_spec())
     if params is None:
         with torch.random.fork_rng():
             nets = []
             for i in range(len(spec.agents)):
                 torch.manual_seed(derive_seed(cfg.run.seed, LEARNER_STREAM, i))
-                nets.append(build_network(cfg, spec.env_spec()))
+                nets.append(recipe_for(cfg).make_network(cfg, spec.env_spec()))
         params = {
             n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
             for n, _ in network.named_parameters()

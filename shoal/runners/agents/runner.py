@@ -33,6 +33,7 @@ from shoal.agent.losses import Batch
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
+from shoal.recipes import recipe_for
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
@@ -106,6 +107,8 @@ class AgentsRunner(Runner):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
+        self.recipe = recipe_for(cfg)
+        """Each agent's recipe (all K agents are of one kind, stacked)."""
         a = cfg.agents
         self.env = make_parallel_env(cfg.env, num_agents=a.agents, max_turns=a.max_turns)
         self.ma = probe_parallel_env(self.env, cfg.env.id)
@@ -113,7 +116,8 @@ class AgentsRunner(Runner):
         self.k = len(self.ma.agents)
         self.learners = [self._agent(i) for i in range(self.k)]
         self.stacked = StackedLearner(self.learners) if a.parallel_training else None
-        self.replays: list[Any] = [build_replay(cfg, self.spec) for _ in range(self.k)]
+        fields = self.recipe.replay_fields(cfg, self.spec)
+        self.replays: list[Any] = [build_replay(cfg, self.spec, fields) for _ in range(self.k)]
         self.group = StackedReplay(self.replays)
         self.replay_lock: Any = contextlib.nullcontext()
         self.exploration = build_epsilon(cfg)
@@ -171,11 +175,7 @@ class AgentsRunner(Runner):
 
     def _agent(self, i: int) -> DQN:
         torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
-        s = self.spec
-        network = build_q_network(self.cfg, s)
-        return DQN(
-            s.obs_dim, s.n_actions, self.cfg.dqn, device=self.cfg.run.device, network=network
-        )
+        return self.recipe.make_learner(self.cfg, self.spec)
 
     # --- the K learners -----------------------------------------------------------------------
     @property

@@ -22,13 +22,11 @@ import numpy as np
 import torch
 
 from shoal.agent.batch_actor import BatchActor
-from shoal.agent.builder import build_actor
 from shoal.agent.episodes import EpisodeRecorder
-from shoal.agent.priorities import initial_priorities
 from shoal.agent.schedules import actor_epsilon
 from shoal.config import Config
-from shoal.envs import probe_env
 from shoal.envs.vector import make_vector_env
+from shoal.recipes import recipe_for
 from shoal.run.imports import adopt_search_path
 from shoal.run.seeding import derive_seed
 
@@ -90,10 +88,11 @@ class RolloutActor:
     def setup(self, store: Any) -> None:
         """Make the envs and the actor pulling its weights from ``store`` (a subclass that
         plays other worlds makes its own)."""
-        self.spec = probe_env(self.cfg.env)
+        self.recipe = recipe_for(self.cfg)
+        self.spec = self.recipe.probe(self.cfg)
         n = self.cfg.env.num_envs
         rng = np.random.default_rng(derive_seed(*self.seeds))
-        self.actor = build_actor(self.cfg, self.spec, rng, source=store)
+        self.actor = self.recipe.make_actor(self.cfg, self.spec, rng, source=store)
         envs = make_vector_env(self.cfg.env, n, derive_seed(*self.seeds, 2))
         self.acting = BatchActor(self.actor, envs, (*self.seeds, 1))
         d = self.cfg.dqn
@@ -131,12 +130,7 @@ class RolloutActor:
             self.since_pull += got.count
         sent = self.episodes.take()
         if sent is not None:
-            priorities = initial_priorities(
-                self.actor.network,
-                self.actor.params,
-                sent.items,
-                action_mask=self.cfg.dqn.action_mask,
-            )
+            priorities = self.recipe.initial_priorities(self.cfg, self.actor, sent.items)
             self.send(sent.items, priorities)
         return self.answer(
             episodes=[(end.ret, end.length) for end in sent.ended] if sent else [],
