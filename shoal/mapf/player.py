@@ -41,6 +41,7 @@ __all__ = [
     "Played",
     "build_learner",
     "build_network",
+    "joint_move",
     "make_world",
     "play_greedy",
     "sequence_specs",
@@ -239,9 +240,14 @@ class MapfPlayer:
             env = world.env
             assert env is not None
             k = env.max_num_agents
-            greedy = guided_scores(env, q[w, :k], self.m.shield_guide)
-            scores = np.where(explore[w, :k, None], noise[w, :k], greedy)
-            actions[w, :k] = world.mover.move(env, scores)
+            actions[w, :k] = joint_move(
+                env,
+                q[w, :k],
+                world.mover,
+                shield=self.m.shield,
+                guide=self.m.shield_guide,
+                explore=(explore[w, :k], noise[w, :k]),
+            )
         return actions
 
     def _step(
@@ -295,6 +301,30 @@ class MapfPlayer:
         return items
 
 
+def joint_move(
+    env: MapfEnv,
+    q: np.ndarray,
+    mover: PibtMover,
+    *,
+    shield: str,
+    guide: float,
+    explore: tuple[np.ndarray, np.ndarray] | None = None,
+) -> np.ndarray:
+    """A world's joint move from its agents' Q-values ``q`` ``(agents, moves)``: each
+    agent's best, or with ``shield`` ``"pibt"`` the Q-values, guided by the distances with
+    weight ``guide``, ranking each agent's moves in one PIBT step of ``mover`` (collision
+    free, PIBT's progress kept). ``explore`` = (mask, noise): the masked agents rank their
+    moves by the noise instead (exploration through the shield). The one place a MAPF
+    policy's scores become a move, in training and in evaluation."""
+    if shield == "none":
+        return q.argmax(-1)
+    scores = guided_scores(env, q, guide)
+    if explore is not None:
+        mask, noise = explore
+        scores = np.where(mask[:, None], noise, scores)
+    return mover.move(env, scores)
+
+
 @torch.inference_mode()
 def play_greedy(
     network: CommQNetwork,
@@ -330,11 +360,7 @@ def play_greedy(
             env = worlds[i]
             names = env.possible_agents
             scores = q_rows[row, : len(names)]
-            if shield == "pibt":
-                greedy = movers[i].move(env, guided_scores(env, scores, guide))
-            else:
-                greedy = scores.argmax(-1)
-            acts = greedy.tolist()
+            acts = joint_move(env, scores, movers[i], shield=shield, guide=guide).tolist()
             _, rewards, terms, truncs, _ = env.step(dict(zip(names, acts)))
             returns[i] += float(np.mean([rewards[a] for a in names]))
             if terms[names[0]] or truncs[names[0]]:
