@@ -237,8 +237,10 @@ class MapfRolloutActor(RolloutActor):
         self.actor = Actor(network, source=store, n_actions=len(ACTIONS), rng=rng)
         self.player = MapfPlayer(cfg, network, seeds=self.seeds, rng=rng)
 
-    def explore(self, meta: dict[str, float]) -> None:
-        """Nothing here: each call spreads the published epsilon over its worlds."""
+    def _pull(self) -> None:
+        """Newer weights, if any (each call spreads the published epsilon over its
+        worlds)."""
+        self.actor.update()
 
     def rollout(  # type: ignore[override]
         self, steps: int, stages: list[tuple[int, int]], weights: list[float] | None = None

@@ -42,9 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.batch_actor import BatchActor
-from shoal.agent.episodes import EpisodeRecorder, Sent
-from shoal.agent.schedules import actor_epsilon
+from shoal.agent.acting import Acting
+from shoal.agent.episodes import Sent
 from shoal.config import Config
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
@@ -174,22 +173,28 @@ def _rollout(
             return meta
 
     envs = make_vector_env(cfg.env, n, derive_seed(*seeds, 2))
-    acting = BatchActor(actor, envs, seeds, on_reset=hook)
-    episodes = EpisodeRecorder(n, spec.hybrid, cfg.dqn.n_step, cfg.dqn.gamma)
+    # Every env of every worker explores at its own Ape-X epsilon (processes.eps_spread).
+    acting = Acting(
+        actor,
+        envs,
+        seeds,
+        writer="episodes",
+        n_step=cfg.dqn.n_step,
+        gamma=cfg.dqn.gamma,
+        hybrid=spec.hybrid,
+        place=(worker, workers),
+        alpha=cfg.processes.eps_spread,
+        on_reset=hook,
+    )
+    acting.pull()
     index = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
     while parent_alive():
-        if actor.update():  # every env of every worker explores at its own Ape-X epsilon
-            meta = actor.meta
-            acting.epsilons[:] = [
-                actor_epsilon(meta["epsilon"], worker * n + i, workers * n, meta["eps_spread"])
-                for i in range(n)
-            ]
-        episodes.record(acting.step())
+        acting.play(1, pull_every=1)  # one step of every env, newer weights before each
         # A message per env's worth of episodes: the learner's receive costs per message.
-        if len(episodes) >= n:
-            sent = episodes.take()
+        if acting.ended >= n:
+            sent = acting.take_episodes()
             assert sent is not None
             conn.send(Block.of(sent, (worker, incarnation, index), actor.version))
             index += len(sent.ended)
@@ -238,7 +243,7 @@ class ProcessesRunner(DQNRunner):
         next collection's first (not yet in replay, nor counted as steps)."""
         self._since_publish = 0
         template = self.learner.weights()
-        self.store = SharedWeightStore(template, meta_keys=("epsilon", "eps_spread"))
+        self.store = SharedWeightStore(template, meta_keys=("epsilon",))
         self.plugins = [
             section.build(cfg, template)
             for _, section in cfg.sections()
@@ -410,7 +415,7 @@ class ProcessesRunner(DQNRunner):
 
     def _publish_weights(self) -> dict[str, Any]:
         weights = self.learner.weights()
-        meta = {"epsilon": self.epsilon(self._step), "eps_spread": self.cfg.processes.eps_spread}
+        meta = {"epsilon": self.epsilon(self._step)}
         self.store.publish(weights, meta)
         self._since_publish = 0
         return weights

@@ -18,11 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from shoal.agent.acting import Acting
 from shoal.agent.actor import Actor
-from shoal.agent.batch_actor import BatchActor
 from shoal.config import Config
 from shoal.envs.vector import make_vector_env
-from shoal.replay.nstep import BatchNStepWriter
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -51,12 +50,18 @@ class SerialRunner(DQNRunner):
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
         self.actor = self.make_actor()
         envs = make_vector_env(cfg.env, cfg.env.num_envs, derive_seed(cfg.run.seed, TRAIN_STREAM))
-        self.acting = BatchActor(self.actor, envs, (cfg.run.seed, TRAIN_STREAM))
-        """The actor's envs and their episodes."""
         d = cfg.dqn
-        self.nstep = BatchNStepWriter(cfg.env.num_envs, d.n_step, d.gamma)
-        """An n-step writer per env, as arrays: steps of different envs never share a
-        window."""
+        self.acting = Acting(
+            self.actor,
+            envs,
+            (cfg.run.seed, TRAIN_STREAM),
+            writer="stream",
+            n_step=d.n_step,
+            gamma=d.gamma,
+            hybrid=self.spec.hybrid,
+        )
+        """The actor's envs, their episodes and an n-step writer per env (steps of
+        different envs never share a window)."""
 
     def eval_actor(self) -> Actor:
         """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
@@ -76,9 +81,9 @@ class SerialRunner(DQNRunner):
     def collect(self, step: int) -> Collected:
         """One step of every env with the epsilon of ``step``; the n-step transitions go to
         replay."""
-        self.acting.epsilons[:] = self.epsilon(step)
+        self.acting.explore(self.epsilon(step))
         got = self.acting.step()
-        self.add_batch(got.write(self.nstep))
+        self.add_batch(self.acting.take())
         if not got.finished:
             return Collected(got.count)
         episodes = [(f.ret, f.length) for f in got.finished]
@@ -102,11 +107,7 @@ class SerialRunner(DQNRunner):
     def interrupt(self) -> None:
         """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
         the last observation, and a resumed run starts the next episodes (next seeds)."""
-        self._flush()
-        self.acting.cut()
-
-    def _flush(self) -> None:
-        self.add_batch(self.nstep.flush())
+        self.add_batch(self.acting.flush())
 
     def close(self) -> None:
         """Close the actor's envs and the evaluation envs."""
@@ -118,8 +119,8 @@ class SerialRunner(DQNRunner):
         windows."""
         state = super().state_dict()
         state["rng"]["actions"] = self.rng.bit_generator.state
-        state["acting"] = self.acting.state_dict()
-        state["nstep"] = self.nstep.state_dict()
+        acting = self.acting.state_dict()
+        state["acting"], state["nstep"] = acting["episodes"], acting["writer"]
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -128,8 +129,9 @@ class SerialRunner(DQNRunner):
         super().load_state_dict(state)
         self.rng.bit_generator.state = state["rng"]["actions"]
         if "acting" not in state:
-            self.acting.episodes[0] = int(state["resets"])
+            self.acting.batch.episodes[0] = int(state["resets"])
             return
-        self.nstep.load_state_dict(state["nstep"])  # it copies the arrays it keeps
-        if not self.acting.load_state_dict(state["acting"]):
-            self._flush()  # the episodes could not be re-created: they end here
+        # Episodes that could not be re-created end here.
+        self.add_batch(
+            self.acting.load_state_dict({"episodes": state["acting"], "writer": state["nstep"]})
+        )

@@ -62,7 +62,7 @@ def test_periodic_checkpoints_fall_where_they_are_due(tmp_path, tiny, monkeypatc
     original = RunLoop.checkpoint
 
     def spy(self, metrics):
-        saved.append((self.c["step"], any(self.runner.acting.lengths)))
+        saved.append((self.c["step"], any(self.runner.acting.batch.lengths)))
         original(self, metrics)
 
     monkeypatch.setattr(RunLoop, "checkpoint", spy)
@@ -106,9 +106,9 @@ def test_a_checkpoint_from_before_batching_resumes_at_its_next_episode(tmp_path,
     runner = SerialRunner(load_config("cartpole", tiny()))
     try:
         runner.load_state_dict(state)
-        assert runner.acting.episodes.tolist() == [7]
-        got = runner.acting.step()
-        first = runner.acting.seed(0, 7)
-        assert got.obs[0].tolist() == runner.acting.envs.envs[0].reset(seed=first)[0].tolist()
+        assert runner.acting.batch.episodes.tolist() == [7]
+        got = runner.acting.batch.step()
+        first = runner.acting.batch.seed(0, 7)
+        assert got.obs[0].tolist() == runner.acting.batch.envs.envs[0].reset(seed=first)[0].tolist()
     finally:
         runner.close()

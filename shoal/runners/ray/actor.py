@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.batch_actor import BatchActor
-from shoal.agent.episodes import EpisodeRecorder
-from shoal.agent.schedules import actor_epsilon
+from shoal.agent.acting import Acting
 from shoal.config import Config
 from shoal.envs.vector import make_vector_env
 from shoal.recipes import recipe_for
@@ -79,7 +77,6 @@ class RolloutActor:
         self.replay = replay
         self.node = ray.get_runtime_context().get_node_id()
         self.inflight: list[Any] = []
-        self.since_pull = 0
         self.sent = 0
         """Items sent to replay since the last call's answer (:meth:`answer`)."""
         self.setup(store)
@@ -94,24 +91,23 @@ class RolloutActor:
         rng = np.random.default_rng(derive_seed(*self.seeds))
         self.actor = self.recipe.make_actor(self.cfg, self.spec, rng, source=store)
         envs = make_vector_env(self.cfg.env, n, derive_seed(*self.seeds, 2))
-        self.acting = BatchActor(self.actor, envs, (*self.seeds, 1))
         d = self.cfg.dqn
-        self.episodes = EpisodeRecorder(n, self.spec.hybrid, d.n_step, d.gamma)
-        """Each env's running episode, and those finished in this call (sent at its end)."""
+        # Ape-X: each env of each actor explores at its own epsilon (ray.eps_alpha); each
+        # env's episode goes to replay whole, with those finished in the same call.
+        self.acting = Acting(
+            self.actor,
+            envs,
+            (*self.seeds, 1),
+            writer="episodes",
+            n_step=d.n_step,
+            gamma=d.gamma,
+            hybrid=self.spec.hybrid,
+            place=(self.index, self.actors),
+            alpha=self.cfg.ray.eps_alpha,
+        )
 
     def _pull(self) -> None:
-        if self.actor.update():
-            self.explore(self.actor.meta)
-        self.since_pull = 0
-
-    def explore(self, meta: dict[str, float]) -> None:
-        """Set exploration from newly pulled weights' metadata: Ape-X, each env of each
-        actor at its own epsilon."""
-        n, alpha = self.cfg.env.num_envs, self.cfg.ray.eps_alpha
-        self.acting.epsilons[:] = [
-            actor_epsilon(meta["epsilon"], self.index * n + i, self.actors * n, alpha)
-            for i in range(n)
-        ]
+        self.acting.pull()
 
     def rollout(self, steps: int) -> dict[str, Any]:
         """Play at least ``steps`` env steps in each of the actor's envs (episodes go on
@@ -119,22 +115,14 @@ class RolloutActor:
         steps of those in progress, the weights version acted with, and where it ran
         (process, node)."""
         n = self.cfg.env.num_envs
-        pull_every = self.cfg.ray.pull_every * n
-        taken = 0
-        while taken < steps * n:
-            if self.since_pull >= pull_every:
-                self._pull()
-            got = self.acting.step()
-            self.episodes.record(got)
-            taken += got.count
-            self.since_pull += got.count
-        sent = self.episodes.take()
+        self.acting.play(steps * n, pull_every=self.cfg.ray.pull_every * n)
+        sent = self.acting.take_episodes()
         if sent is not None:
             priorities = self.recipe.initial_priorities(self.cfg, self.actor, sent.items)
             self.send(sent.items, priorities)
         return self.answer(
             episodes=[(end.ret, end.length) for end in sent.ended] if sent else [],
-            in_progress=int(self.acting.lengths.sum()),
+            in_progress=int(self.acting.batch.lengths.sum()),
         )
 
     def answer(self, **fields: Any) -> dict[str, Any]:

@@ -1,0 +1,186 @@
+"""The acting component: an actor's batch of envs, its exploration and the writer that turns
+their steps into replay items, as every runner plays them.
+
+The serial runner, the threads runner's acting thread, each rollout worker process and
+each Ray actor wrap one :class:`Acting` and differ only in where its items go and when its
+actor pulls weights. It holds:
+
+- a :class:`~shoal.agent.batch_actor.BatchActor` (one batched forward and one vector step
+  for all envs, per-env episodes and seeds, exactly re-playable checkpoints);
+- the exploration of its envs: each env's epsilon from one base value, Ape-X's spread over
+  every env of the run (:func:`spread_epsilons`; env ``i`` of this acting is env
+  ``first + i`` of ``total``), set from the schedule or from the metadata published with
+  newer weights (:meth:`Acting.pull`);
+- a writer: ``"stream"`` (an n-step writer per env, transitions as their windows close:
+  the serial runner's replay takes them at once) or ``"episodes"`` (each env's episode kept
+  whole, its n-step transitions made when it ends: an actor that dies mid-episode sends
+  none of it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from shoal.agent.batch_actor import BatchActor, Steps
+from shoal.agent.episodes import EpisodeRecorder, Sent
+from shoal.agent.schedules import actor_epsilon
+from shoal.replay.nstep import BatchNStepWriter
+
+__all__ = ["WRITERS", "Acting", "spread_epsilons"]
+
+WRITERS = ("stream", "episodes")
+"""How an acting's steps become replay items (see the module docstring)."""
+
+
+def spread_epsilons(base: float, first: int, total: int, alpha: float, n: int) -> np.ndarray:
+    """Ape-X's exploration of envs ``first .. first + n - 1`` of ``total``: env ``j``
+    explores at ``base ** (1 + alpha * j / (total - 1))`` (alpha 0: every env at ``base``)."""
+    return np.array([actor_epsilon(base, first + i, total, alpha) for i in range(n)])
+
+
+class Acting:
+    """Plays ``actor`` on ``envs`` and writes replay items.
+
+    Args:
+        actor: picks the actions; its weights are its own or pulled from a source.
+        envs: the batch of envs.
+        seeds: the seed path of the envs' episodes.
+        writer: ``"stream"`` or ``"episodes"``.
+        n_step, gamma: the n-step return's horizon and discount.
+        hybrid: actions are ``(discrete, continuous)`` pairs.
+        place: (first, total): this acting's envs among all the run's envs, for the
+            exploration spread.
+        alpha: the spread's exponent (0: every env at the base epsilon).
+        on_reset: called before each episode begins (self-play loads the opponent).
+    """
+
+    def __init__(
+        self,
+        actor: Any,
+        envs: Any,
+        seeds: tuple[int, ...],
+        *,
+        writer: str,
+        n_step: int,
+        gamma: float,
+        hybrid: bool = False,
+        place: tuple[int, int] = (0, 1),
+        alpha: float = 0.0,
+        on_reset: Callable[[int, Any], dict[str, float]] | None = None,
+    ) -> None:
+        if writer not in WRITERS:
+            raise ValueError(f"writer {writer!r} is not one of {WRITERS}")
+        self.actor = actor
+        self.batch = BatchActor(actor, envs, seeds, on_reset=on_reset)
+        """The envs and their running episodes."""
+        n = self.batch.num_envs
+        self.first, self.total = place[0] * n, place[1] * n
+        self.alpha = alpha
+        self.stream = BatchNStepWriter(n, n_step, gamma) if writer == "stream" else None
+        self.recorder = EpisodeRecorder(n, hybrid, n_step, gamma) if writer == "episodes" else None
+        self._items: list[dict[str, np.ndarray]] = []
+        self.since_pull = 0
+        """Env steps since the actor last looked for newer weights."""
+
+    @property
+    def num_envs(self) -> int:
+        """Envs in the batch."""
+        return self.batch.num_envs
+
+    def explore(self, base: float) -> None:
+        """Set every env's epsilon from ``base`` (spread as the acting was placed)."""
+        if self.alpha == 0:  # the serial runner's case, every step: no spread to compute
+            self.batch.epsilons[:] = base
+            return
+        self.batch.epsilons[:] = spread_epsilons(
+            base, self.first, self.total, self.alpha, self.num_envs
+        )
+
+    def pull(self) -> bool:
+        """Pull newer weights, if any, and explore at the epsilon published with them."""
+        self.since_pull = 0
+        if not self.actor.update():
+            return False
+        if "epsilon" in self.actor.meta:
+            self.explore(self.actor.meta["epsilon"])
+        return True
+
+    def step(self) -> Steps:
+        """One batched forward and one step of every env, through the writer."""
+        got = self.batch.step()
+        if self.stream is not None:
+            items = got.write(self.stream)
+            if items:
+                self._items.append(items)
+        else:
+            assert self.recorder is not None
+            self.recorder.record(got)
+        self.since_pull += got.count
+        return got
+
+    def play(self, steps: int, pull_every: int) -> int:
+        """Step until at least ``steps`` env steps are taken, pulling newer weights every
+        ``pull_every`` env steps; the env steps taken."""
+        taken = 0
+        while taken < steps:
+            if self.since_pull >= pull_every:
+                self.pull()
+            taken += self.step().count
+        return taken
+
+    @property
+    def ended(self) -> int:
+        """Whole episodes waiting in an ``"episodes"`` writer."""
+        return len(self.recorder) if self.recorder is not None else 0
+
+    def take(self) -> dict[str, np.ndarray]:
+        """The items written since the last take, one array per field (empty: none)."""
+        items, self._items = self._items, []
+        if not items:
+            return {}
+        if len(items) == 1:
+            return items[0]
+        return {name: np.concatenate([i[name] for i in items]) for name in items[0]}
+
+    def take_episodes(self) -> Sent | None:
+        """The whole episodes an ``"episodes"`` writer holds, as n-step transitions."""
+        assert self.recorder is not None, "take_episodes needs the 'episodes' writer"
+        return self.recorder.take()
+
+    def flush(self) -> dict[str, np.ndarray]:
+        """End every running episode here as a truncation (a run cut mid-episode): the
+        open n-step windows close, bootstrapping from the last observation, and the next
+        step begins new episodes from the next seeds."""
+        items = self.take()
+        if self.stream is not None:
+            closing = self.stream.flush()
+            if closing:
+                items = closing if not items else _concat(items, closing)
+        self.batch.cut()
+        return items
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.batch.close()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The envs' episodes and a stream writer's open windows."""
+        return {
+            "episodes": self.batch.state_dict(),
+            "writer": None if self.stream is None else self.stream.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
+        """Restore; episodes that cannot be re-created end here (their items returned)."""
+        if self.stream is not None and state["writer"] is not None:
+            self.stream.load_state_dict(state["writer"])  # it copies the arrays it keeps
+        if self.batch.load_state_dict(state["episodes"]):
+            return {}
+        return self.stream.flush() if self.stream is not None else {}
+
+
+def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {name: np.concatenate([a[name], b[name]]) for name in a}
