@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from shoal.agent.acting import spread_epsilons
 from shoal.agent.networks import Params
-from shoal.agent.schedules import actor_epsilon
 from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
 from shoal.config import Config
 from shoal.envs.mapf import MapfEnv
@@ -89,7 +89,7 @@ def world_epsilons(cfg: MapfConfig, base: float, first: int, total: int) -> list
     at ``base ** (1 + eps_alpha * index / (total - 1))``. The greedier worlds show the
     states a near-greedy policy gets stuck in (a loop on a near-tie of Q-values), which a
     uniform epsilon keeps breaking before the learner sees them."""
-    return [actor_epsilon(base, first + w, total, cfg.eps_alpha) for w in range(cfg.envs)]
+    return spread_epsilons(base, first, total, cfg.eps_alpha, cfg.envs).tolist()
 
 
 def sequence_writer(cfg: MapfConfig) -> SequenceWriter:
