@@ -87,6 +87,9 @@ def _scalar_ok(key: str, value: Any, tp: Any, rules: typing.Mapping[str, Any]) -
 
 
 def _field_ok(key: str, value: Any, tp: Any, rules: typing.Mapping[str, Any]) -> None:
+    if typing.get_origin(tp) is dict:  # a table of names to any TOML values (env.kwargs)
+        assert type(value) is dict and all(type(k) is str for k in value), (key, value)
+        return
     if typing.get_origin(tp) is list:
         assert type(value) is list, (key, value)
         assert value or rules.get("allow_empty", False), key

@@ -23,7 +23,7 @@ from torch import nn
 
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError
-from shoal.run.imports import load_object
+from shoal.run.imports import load_object, shown
 
 __all__ = ["KEY", "build_user_network", "check_output"]
 
@@ -45,7 +45,7 @@ def build_user_network(path: str, spec: EnvSpec) -> nn.Module:
     factory = load_object(path, KEY, "the network factory's")
     if not callable(factory):
         raise ConfigError(
-            f"config key {KEY!r}: {path!r} is a {type(factory).__name__}, not a callable "
+            f"config key {KEY!r}: {shown(path)} is a {type(factory).__name__}, not a callable "
             "factory(observation_space, action_space) -> nn.Module"
         )
     obs_space, act_space = spec.spaces()

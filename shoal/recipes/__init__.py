@@ -41,7 +41,7 @@ def resolve_recipe(value: str) -> str:
     """What a config keeps for ``run.recipe``: a built-in name as it is, a name registered
     here as its ``"module:Class"`` path, a path as it is; a ConfigError for anything else."""
     from shoal.errors import ConfigError
-    from shoal.run.imports import check_path_syntax
+    from shoal.run.imports import check_path_syntax, shown
 
     if value in BUILTIN:
         return value
@@ -52,7 +52,7 @@ def resolve_recipe(value: str) -> str:
         return value
     allowed = ", ".join(repr(n) for n in RECIPES)
     raise ConfigError(
-        f"config key 'run.recipe': {value!r} is not one of {allowed} nor a 'module:Class' path"
+        f"config key 'run.recipe': {shown(value)} is not one of {allowed} nor a 'module:Class' path"
     )
 
 

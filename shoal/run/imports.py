@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import reprlib
 import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -30,6 +31,7 @@ __all__ = [
     "load_object",
     "local_name",
     "search_path",
+    "shown",
 ]
 
 LOCAL_OBJECTS: dict[str, Any] = {}
@@ -38,13 +40,23 @@ records for them, for the processes that cannot import them (a factory defined i
 ``__main__``): found here first in the process that was given them."""
 
 
+_REPR = reprlib.Repr()
+_REPR.maxstring = 80  # keyword arguments to Repr need Python 3.12
+
+
+def shown(value: object) -> str:
+    """``value`` as a message quotes it: its repr, cut to 80 characters (a fuzzed or pasted
+    path can be thousands)."""
+    return _REPR.repr(value)
+
+
 def check_path_syntax(key: str, value: str) -> None:
     """A ``"module:attribute"`` path's form (nothing is imported): one line naming the key."""
     module, colon, attr = value.partition(":")
     ok = colon and module and attr and all(p.isidentifier() for p in module.split("."))
     if not ok or not all(p.isidentifier() for p in attr.split(".")):
         raise ConfigError(
-            f"config key {key!r}: {value!r} is not a 'package.module:attribute' path "
+            f"config key {key!r}: {shown(value)} is not a 'package.module:attribute' path "
             "(e.g. 'my_pkg.nets:make_qnet')"
         )
 
@@ -55,13 +67,15 @@ def _import(module: str, key: str, what: str) -> Any:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
         if e.name is None or not module.startswith(e.name):
-            raise ConfigError(f"config key {key!r}: importing {module!r} failed: {e}") from None
+            raise ConfigError(
+                f"config key {key!r}: importing {shown(module)} failed: {e}"
+            ) from None
         cwd = os.getcwd()
         if cwd not in sys.path:
             sys.path.append(cwd)
             return _import(module, key, what)
         raise ConfigError(
-            f"config key {key!r}: {what} module {module!r} is not importable from here "
+            f"config key {key!r}: {what} module {shown(module)} is not importable from here "
             f"({e}); install it, or run from the directory that holds it"
         ) from None
     except ConfigError:
@@ -69,7 +83,8 @@ def _import(module: str, key: str, what: str) -> Any:
     except Exception as e:  # the user's module failed while importing
         line = str(e).strip().splitlines()[:1] or [""]
         raise ConfigError(
-            f"config key {key!r}: importing {module!r} raised {type(e).__name__}: {line[0]}"
+            f"config key {key!r}: importing {shown(module)} raised {type(e).__name__}: "
+            f"{shown(line[0])}"
         ) from e
 
 
@@ -87,7 +102,7 @@ def load_object(path: str, key: str, what: str = "the") -> Any:
             obj = getattr(obj, part)
         except AttributeError:
             raise ConfigError(
-                f"config key {key!r}: module {module_name!r} has no attribute {attr!r}"
+                f"config key {key!r}: module {shown(module_name)} has no attribute {shown(attr)}"
             ) from None
     return obj
 
