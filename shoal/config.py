@@ -221,9 +221,10 @@ class RunConfig:
     runner: str = "serial"
     """Training scheme: one of the registered runners (``shoal train --help`` lists them,
     each with its own config section)."""
-    recipe: str = "dqn"
-    """The agent every runner trains: a registered recipe ('dqn') or a 'module:Class' path
-    to your own (a subclass of shoal.recipes.dqn.DQNRecipe, say, with its own loss)."""
+    recipe: str = "auto"
+    """The agent every runner trains: a registered recipe ('dqn', 'mapf'), a 'module:Class'
+    path to your own (a subclass of shoal.recipes.dqn.DQNRecipe, say, with its own loss),
+    or 'auto': the env's own recipe (shoal/Mapf-v0: 'mapf'), else 'dqn'."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     max_minutes: float | None = param(None, gt=0.0)
@@ -319,7 +320,8 @@ class Config:
             )
         from shoal.recipes import resolve_recipe
 
-        self.run.recipe = resolve_recipe(self.run.recipe)  # a path other processes can load
+        # A name or path other processes (workers, shoal eval) can load.
+        self.run.recipe = resolve_recipe(self.run.recipe, self.env.id)
         for i, module in enumerate(self.env.imports):
             if not all(part.isidentifier() for part in module.split(".")):
                 raise ConfigError(

@@ -126,3 +126,24 @@ def test_building_a_config_loads_no_runner_and_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_one_acting_component_one_spread_and_no_domain_in_the_runners() -> None:
+    """The rollout loop, the Ape-X epsilon spread and the batch actor's wiring each exist
+    once (shoal/agent/acting.py); a domain is a recipe, so no runner names one."""
+
+    def in_shoal(pattern: str) -> set[str]:
+        return {line.split(":")[0] for line in git_grep(pattern) if line.startswith("shoal/")}
+
+    assert in_shoal("actor_epsilon(") == {"shoal/agent/acting.py", "shoal/agent/schedules.py"}
+    assert in_shoal("BatchActor(") == {"shoal/agent/acting.py"}
+    assert git_grep("ENV_RUNNERS") == []
+    edges = graph()
+    into_domains = [
+        f"{a} -> {b}"
+        for a, targets in edges.items()
+        if a.startswith("shoal.runners")
+        for b in targets
+        if b.startswith(("shoal.mapf", "shoal.games"))
+    ]
+    assert into_domains == []

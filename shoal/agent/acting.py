@@ -108,6 +108,9 @@ class Acting:
             self.explore(self.actor.meta["epsilon"])
         return True
 
+    def configure(self, *args: Any) -> None:
+        """What the tasks say of the next episodes (plain envs: nothing)."""
+
     def step(self) -> Steps:
         """One batched forward and one step of every env, through the writer."""
         got = self.batch.step()
@@ -136,50 +139,70 @@ class Acting:
         """Whole episodes waiting in an ``"episodes"`` writer."""
         return len(self.recorder) if self.recorder is not None else 0
 
-    def take(self) -> dict[str, np.ndarray]:
-        """The items written since the last take, one array per field (empty: none)."""
+    def take(self) -> tuple[dict[str, np.ndarray], None]:
+        """The items a ``"stream"`` writer completed since the last take, one array per
+        field (empty: none), and no priorities (replay gives new items its largest)."""
         items, self._items = self._items, []
         if not items:
-            return {}
+            return {}, None
         if len(items) == 1:
-            return items[0]
-        return {name: np.concatenate([i[name] for i in items]) for name in items[0]}
+            return items[0], None
+        return {name: np.concatenate([i[name] for i in items]) for name in items[0]}, None
 
     def take_episodes(self) -> Sent | None:
         """The whole episodes an ``"episodes"`` writer holds, as n-step transitions."""
         assert self.recorder is not None, "take_episodes needs the 'episodes' writer"
         return self.recorder.take()
 
-    def flush(self) -> dict[str, np.ndarray]:
+    def take_sent(self) -> tuple[dict[str, np.ndarray], None, list[Any], int]:
+        """What an actor sends: the whole episodes' items, no priorities (the recipe's
+        :meth:`initial_priorities` give them), the episodes, and their env steps."""
+        sent = self.take_episodes()
+        if sent is None:
+            return {}, None, [], 0
+        return sent.items, None, sent.ended, sum(end.length for end in sent.ended)
+
+    @property
+    def in_progress(self) -> int:
+        """Env steps of the episodes still running."""
+        return int(self.batch.lengths.sum())
+
+    def flush(self) -> tuple[dict[str, np.ndarray], None]:
         """End every running episode here as a truncation (a run cut mid-episode): the
         open n-step windows close, bootstrapping from the last observation, and the next
         step begins new episodes from the next seeds."""
-        items = self.take()
+        items, _ = self.take()
         if self.stream is not None:
             closing = self.stream.flush()
             if closing:
                 items = closing if not items else _concat(items, closing)
         self.batch.cut()
-        return items
+        return items, None
 
     def close(self) -> None:
         """Close the envs."""
         self.batch.close()
 
     def state_dict(self) -> dict[str, Any]:
-        """The envs' episodes and a stream writer's open windows."""
+        """A checkpoint's entries: the envs' episodes (``acting``) and a stream writer's
+        open windows (``nstep``)."""
         return {
-            "episodes": self.batch.state_dict(),
-            "writer": None if self.stream is None else self.stream.state_dict(),
+            "acting": self.batch.state_dict(),
+            "nstep": None if self.stream is None else self.stream.state_dict(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> dict[str, np.ndarray]:
-        """Restore; episodes that cannot be re-created end here (their items returned)."""
-        if self.stream is not None and state["writer"] is not None:
-            self.stream.load_state_dict(state["writer"])  # it copies the arrays it keeps
-        if self.batch.load_state_dict(state["episodes"]):
-            return {}
-        return self.stream.flush() if self.stream is not None else {}
+    def load_state_dict(self, state: dict[str, Any]) -> tuple[dict[str, np.ndarray], None]:
+        """Restore from a checkpoint's entries; episodes that cannot be re-created end
+        here (their items returned). A checkpoint from before batching, taken between
+        episodes, holds only the reset count."""
+        if "acting" not in state:
+            self.batch.episodes[0] = int(state["resets"])
+            return {}, None
+        if self.stream is not None and state["nstep"] is not None:
+            self.stream.load_state_dict(state["nstep"])  # it copies the arrays it keeps
+        if self.batch.load_state_dict(state["acting"]):
+            return {}, None
+        return (self.stream.flush() if self.stream is not None else {}), None
 
 
 def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -17,12 +17,25 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BUILTIN", "RECIPES", "load_recipe", "recipe_for", "register_recipe", "resolve_recipe"]
+__all__ = [
+    "BUILTIN",
+    "ENV_RECIPES",
+    "RECIPES",
+    "load_recipe",
+    "recipe_for",
+    "register_recipe",
+    "resolve_recipe",
+]
 
 RECIPES: dict[str, Any] = {
     "dqn": "shoal.recipes.dqn:DQNRecipe",
+    "mapf": "shoal.mapf.recipe:MapfRecipe",
 }
 """``run.recipe`` name -> recipe class, or ``"module:Class"`` loaded on first use."""
+
+ENV_RECIPES: dict[str, str] = {"shoal/Mapf-v0": "mapf"}
+"""``env.id`` -> the recipe ``run.recipe = "auto"`` (the default) picks for it; other envs
+get ``"dqn"``."""
 
 BUILTIN = frozenset(RECIPES)
 """Names every process knows."""
@@ -37,12 +50,15 @@ def _path_of(recipe: Any) -> str:
     return recipe if isinstance(recipe, str) else f"{recipe.__module__}:{recipe.__qualname__}"
 
 
-def resolve_recipe(value: str) -> str:
-    """What a config keeps for ``run.recipe``: a built-in name as it is, a name registered
-    here as its ``"module:Class"`` path, a path as it is; a ConfigError for anything else."""
+def resolve_recipe(value: str, env_id: str = "") -> str:
+    """What a config keeps for ``run.recipe``: ``"auto"`` as the env's own recipe (else
+    ``"dqn"``), a built-in name as it is, a name registered here as its ``"module:Class"``
+    path, a path as it is; a ConfigError for anything else."""
     from shoal.errors import ConfigError
     from shoal.run.imports import check_path_syntax, shown
 
+    if value == "auto":
+        return ENV_RECIPES.get(env_id, "dqn")
     if value in BUILTIN:
         return value
     if value in RECIPES:

@@ -4,39 +4,73 @@ continuous) action spaces get the hybrid head and learner.
 
 A recipe for another algorithm subclasses it and replaces the parts that differ (most
 often :meth:`DQNRecipe.make_learner`, with its own pure loss); the runners take whatever
-the recipe builds.
+the recipe builds. A domain with parts of its own (MAPF: worlds of many agents, sequences,
+a curriculum, held-out instances) replaces the acting, the tasks and the evaluator too.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from shoal.agent.acting import Acting
 from shoal.agent.actor import Actor
 from shoal.agent.builder import (
     Fields,
     build_actor,
     build_learner,
     build_network,
+    build_q_network,
     transition_fields,
 )
 from shoal.agent.learner import Learner
+from shoal.agent.networks import image_encoder
 from shoal.agent.priorities import initial_priorities
 from shoal.config import Config
-from shoal.envs import EnvSpec, probe_env
+from shoal.envs import EnvSpec, make_env, probe_env
+from shoal.envs.vector import check_engine, make_vector_env
+from shoal.run.evaluation import evaluate
+from shoal.run.loop import Collected
 
-__all__ = ["DQNRecipe"]
+__all__ = ["DQNRecipe", "EpisodeRows", "GreedyEvaluator"]
+
+EVAL_ENVS = 32
+"""Most evaluation envs played side by side."""
 
 
 class DQNRecipe:
     """Builds a DQN agent's parts from the config and the env's spaces."""
 
+    runners: tuple[str, ...] | None = None
+    """The runners it trains on (None: every one)."""
+    batches_envs = True
+    """Its acting steps ``env.num_envs`` envs on the ``env.vector`` engine."""
+    flush_on_finish = False
+    """A finished serial run keeps its running episodes and open n-step windows in the
+    checkpoint (an extended run continues them exactly)."""
+
+    def check(self, cfg: Config) -> None:
+        """Make the env once to read it: a bad env id, an engine that cannot step it, an
+        encoder that cannot read its observations or a network factory that fails, before
+        any work."""
+        check_engine(cfg.env)
+        spec = self.probe(cfg)
+        image_encoder(cfg.dqn.encoder, spec.image)
+        if cfg.dqn.network:  # imports, calls and probes the user's factory once
+            with torch.random.fork_rng():
+                build_q_network(cfg, spec)
+
     def probe(self, cfg: Config) -> EnvSpec:
         """What the parts need to know of the env (made once to read it)."""
         return probe_env(cfg.env)
+
+    def min_replay(self, cfg: Config) -> int:
+        """Items replay holds before updates are taken (owed updates before are dropped)."""
+        return 1
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> Learner:
         """The learner (its network, target, optimizer and pure loss), weights drawn from
@@ -77,3 +111,124 @@ class DQNRecipe:
         return initial_priorities(
             actor.network, actor.params, items, action_mask=cfg.dqn.action_mask
         )
+
+    def make_acting(
+        self,
+        cfg: Config,
+        spec: EnvSpec,
+        actor: Actor,
+        seeds: tuple[int, ...],
+        *,
+        env_seed: int,
+        writer: str,
+        place: tuple[int, int] = (0, 1),
+        alpha: float = 0.0,
+        on_reset: Any = None,
+        **_: Any,
+    ) -> Acting:
+        """``env.num_envs`` envs (the engine seeded with ``env_seed``) played by ``actor``,
+        their episodes seeded from ``seeds``, through ``writer``."""
+        envs = make_vector_env(cfg.env, cfg.env.num_envs, env_seed)
+        return Acting(
+            actor,
+            envs,
+            seeds,
+            writer=writer,
+            n_step=cfg.dqn.n_step,
+            gamma=cfg.dqn.gamma,
+            hybrid=spec.hybrid,
+            place=place,
+            alpha=alpha,
+            on_reset=on_reset,
+        )
+
+    def make_tasks(self, cfg: Config) -> EpisodeRows:
+        """Every episode is the env's own: nothing to choose, a row per episode."""
+        return EpisodeRows()
+
+    def make_evaluator(self, cfg: Config) -> GreedyEvaluator:
+        """Greedy returns on fresh envs."""
+        return GreedyEvaluator(cfg)
+
+    def evaluate_checkpoint(
+        self, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> np.ndarray:
+        """Greedy returns of the checkpoint's online weights on fresh envs."""
+        spec = self.probe(cfg)
+        torch.manual_seed(cfg.run.seed)
+        learner = self.make_learner(cfg, spec)
+        learner.online.load_state_dict(state["learner"]["online"])
+        actor = self.make_actor(
+            cfg,
+            spec,
+            np.random.default_rng(0),
+            params=learner.params,
+            network=learner.online,
+            device=learner.device,
+        )
+        envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, EVAL_ENVS))]
+        try:
+            return evaluate(actor.greedy, envs, episodes, seed)
+        finally:
+            for env in envs:
+                env.close()
+
+
+class EpisodeRows:
+    """The learner's side of plain episodes: nothing to choose for the actings, a metrics
+    row per finished episode."""
+
+    key: str | None = None
+    """Where a checkpoint keeps its state (None: it has none)."""
+
+    def acting_args(self) -> tuple[Any, ...]:
+        """Nothing: every episode is the env's own."""
+        return ()
+
+    def collected(self, ended: list[Any], steps: int, side_by_side: bool = False) -> Collected:
+        """The loop's rows for finished episodes (each with ``ret`` and ``length``)."""
+        if not ended:
+            return Collected(steps)
+        return Collected(steps, [(e.ret, e.length) for e in ended], side_by_side=side_by_side)
+
+    def metrics(self) -> dict[str, float]:
+        """Nothing beyond the loop's own."""
+        return {}
+
+    def tick_metrics(self, replay_size: int) -> dict[str, float]:
+        """Nothing beyond the runner's own."""
+        return {}
+
+    def state_dict(self) -> dict[str, Any]:
+        """Nothing to keep."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Nothing to restore."""
+
+
+class GreedyEvaluator:
+    """Greedy returns of ``run.eval_episodes`` episodes on evaluation envs made on first
+    use, played side by side (one batched forward per step)."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self._envs: list[Any] | None = None
+
+    def evaluate(self, actor: Actor, seed: int) -> np.ndarray:
+        """The returns; episode k starts from a seed derived from ``seed`` and k."""
+        r = self.cfg.run
+        if self._envs is None:
+            n = min(r.eval_episodes, EVAL_ENVS)
+            self._envs = [make_env(self.cfg.env, evaluation=True) for _ in range(n)]
+        return evaluate(actor.greedy, self._envs, r.eval_episodes, seed)
+
+    def metrics(self) -> dict[str, float]:
+        """Nothing beyond the returns."""
+        return {}
+
+    def close(self) -> None:
+        """Close the evaluation envs; safe to call twice."""
+        for env in self._envs or ():
+            env.close()
+        self._envs = None

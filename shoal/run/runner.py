@@ -58,14 +58,25 @@ class Runner:
 
     @classmethod
     def preflight(cls, cfg: Any) -> None:
-        """Everything checked before any work starts: the env batch settings the runner
-        cannot honour, then :meth:`check`."""
-        if not cls.env_batches and (cfg.env.num_envs != 1 or cfg.env.vector != "sync"):
+        """Everything checked before any work starts: a recipe the runner cannot carry, the
+        env batch settings the runner or the recipe cannot honour, then :meth:`check`."""
+        from shoal.recipes import recipe_for
+
+        recipe = recipe_for(cfg)
+        runners = getattr(recipe, "runners", None)
+        if runners is not None and cfg.run.runner not in runners:
+            allowed = ", ".join(repr(n) for n in runners)
+            raise ConfigError(
+                f"config key 'run.runner': env.id {cfg.env.id!r} trains with {allowed}, "
+                f"not {cfg.run.runner!r}"
+            )
+        batches = cls.env_batches and getattr(recipe, "batches_envs", True)
+        if not batches and (cfg.env.num_envs != 1 or cfg.env.vector != "sync"):
             raise ConfigError(
                 f"config key 'env.num_envs': the {cfg.run.runner!r} runner on {cfg.env.id!r} "
                 "batches its own worlds; leave env.num_envs = 1 and env.vector = 'sync'"
             )
-        if not cls.env_batches and cfg.env.frame_stack != 1:
+        if not batches and cfg.env.frame_stack != 1:
             raise ConfigError(
                 f"config key 'env.frame_stack': the {cfg.run.runner!r} runner on {cfg.env.id!r}"
                 " makes its own worlds, which stack no frames; leave env.frame_stack = 1"

@@ -41,15 +41,6 @@ RUNNERS: dict[str, Any] = {
 }
 """``run.runner`` name -> runner class, or ``"module:Class"`` loaded on first use."""
 
-ENV_RUNNERS: dict[str, dict[str, Any]] = {
-    "shoal/Mapf-v0": {
-        "serial": "shoal.mapf.runners:MapfSerialRunner",
-        "ray": "shoal.mapf.runners:MapfRayRunner",
-    },
-}
-"""``env.id`` -> {``run.runner`` name -> runner}: envs whose runs need their own version of
-a runner (multi-agent path finding trains on sequences of joint observations)."""
-
 SECTIONS: dict[str, Any] = {
     "threads": "shoal.runners.sections:ThreadsConfig",
     "processes": "shoal.runners.sections:ProcessesConfig",
@@ -102,21 +93,9 @@ def runner_class(name: str) -> Any:
 
 
 def runner_for(cfg: Any) -> Any:
-    """The runner class a config trains with: ``run.runner``'s, or its version for
-    ``env.id`` when that env has its own (:data:`ENV_RUNNERS`)."""
-    own = ENV_RUNNERS.get(cfg.env.id)
-    if own is None:
-        return runner_class(cfg.run.runner)
-    name = cfg.run.runner
-    if name not in own:
-        from shoal.errors import ConfigError
-
-        allowed = ", ".join(repr(n) for n in own)
-        raise ConfigError(
-            f"config key 'run.runner': env.id {cfg.env.id!r} trains with {allowed}, not {name!r}"
-        )
-    own[name] = _load(own[name])
-    return own[name]
+    """The runner class a config trains with (``run.runner``'s: what the agent is, MAPF's
+    included, is the config's recipe, which every runner takes)."""
+    return runner_class(cfg.run.runner)
 
 
 def config_sections() -> dict[str, type]:

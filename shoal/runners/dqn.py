@@ -1,10 +1,12 @@
 """What every DQN runner keeps whatever its transport: the learner, the replay buffer, the
-exploration schedule, the learning step and greedy evaluation.
+exploration schedule, the learning step, the tasks and the evaluation.
 
-The parts are built through hooks (:meth:`DQNRunner.probe`, :meth:`DQNRunner.make_learner`,
-:meth:`DQNRunner.replay_fields`, :meth:`DQNRunner.make_replay`), so a domain with its own
-learner or replay items (MAPF's sequences) or a runner with no replay in the driver (ray)
-overrides a hook; the builder knows no domain.
+Every part comes from the config's recipe (:mod:`shoal.recipes`): the runner moves
+experience and schedules learning, and never asks what kind of agent it trains. A domain
+with its own parts (MAPF: sequences, a curriculum, held-out instances) is a recipe, not a
+runner subclass. Hooks (:meth:`DQNRunner.probe`, :meth:`DQNRunner.make_learner`,
+:meth:`DQNRunner.replay_fields`, :meth:`DQNRunner.make_replay`) stay for a runner with no
+replay in the driver (ray).
 """
 
 from __future__ import annotations
@@ -16,15 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import Fields, build_epsilon, build_q_network, build_replay
+from shoal.agent.builder import Fields, build_epsilon, build_replay
 from shoal.agent.learner import Learner
-from shoal.agent.networks import image_encoder
 from shoal.config import Config
-from shoal.envs import EnvSpec, make_env
-from shoal.envs.vector import check_engine
+from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
 from shoal.recipes import recipe_for
-from shoal.run.evaluation import evaluate
 from shoal.run.runner import Runner
 
 __all__ = ["DQNRunner"]
@@ -37,14 +36,8 @@ class DQNRunner(Runner):
     # --- hooks that build the parts ---------------------------------------------------------
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """Make the env once to read it (a bad env id, an engine that cannot step it, or
-        an encoder that cannot read its observations fails before any work)."""
-        check_engine(cfg.env)
-        spec = cls.probe(cfg)
-        image_encoder(cfg.dqn.encoder, spec.image)
-        if cfg.dqn.network:  # imports, calls and probes the user's factory once
-            with torch.random.fork_rng():
-                build_q_network(cfg, spec)
+        """The recipe's checks of the env and its parts, before any work."""
+        recipe_for(cfg).check(cfg)
 
     @classmethod
     def probe(cls, cfg: Config) -> EnvSpec:
@@ -71,17 +64,8 @@ class DQNRunner(Runner):
     def evaluate_checkpoint(
         cls, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
     ) -> np.ndarray:
-        """Greedy returns of the checkpoint's online weights on fresh envs."""
-        spec = cls.probe(cfg)
-        learner = cls.make_learner(cfg, spec)
-        learner.online.load_state_dict(state["learner"]["online"])
-        actor = _learner_actor(cfg, spec, learner)
-        envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, 32))]
-        try:
-            return evaluate(actor.greedy, envs, episodes, seed)
-        finally:
-            for env in envs:
-                env.close()
+        """Greedy returns of the checkpoint's weights, as the recipe plays them."""
+        return recipe_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, run_dir)
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
@@ -93,7 +77,9 @@ class DQNRunner(Runner):
         _check_memory(cfg, self._replay_bytes())
         self.exploration = build_epsilon(cfg)
         """Exploration epsilon as a function of env steps."""
-        self._eval_envs: list[Any] | None = None
+        self.tasks = self.recipe.make_tasks(cfg)
+        """The learner's side of the episodes: what actings play next, episode rows."""
+        self.evaluator = self.recipe.make_evaluator(cfg)
 
     @property
     def updates(self) -> int:
@@ -104,10 +90,12 @@ class DQNRunner(Runner):
         """The exploration schedule's epsilon at env step ``step``."""
         return self.exploration(step)
 
-    def add_batch(self, items: dict[str, Any]) -> None:
-        """Add transitions given as one array per field (none: nothing to add)."""
+    def add_batch(self, items: dict[str, Any], priorities: np.ndarray | None = None) -> None:
+        """Add items given as one array per field (none: nothing to add), with their
+        initial priorities where the acting computed them and replay is prioritized."""
         if items:
-            self.replay.add_batch(items)
+            prioritized = priorities is not None and self.cfg.replay.prioritized
+            self.replay.add_batch(items, priorities if prioritized else None)
 
     def learn_steps(self, steps: int) -> float:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
@@ -133,24 +121,22 @@ class DQNRunner(Runner):
         return self.learner_actor()
 
     def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
-        """Greedy returns of ``run.eval_episodes`` episodes on the runner's own evaluation
-        envs (made on first use), and the weights that played them (for ``best.pt``).
+        """The recipe's greedy evaluation (``run.eval_episodes`` episodes; MAPF: held-out
+        instances) of :meth:`eval_actor`, and the weights that played (for ``best.pt``).
         ``seed`` picks the episodes' starts (default ``run.seed``: every evaluation the
         same)."""
-        r = self.cfg.run
-        if self._eval_envs is None:
-            self._eval_envs = [
-                make_env(self.cfg.env, evaluation=True) for _ in range(min(r.eval_episodes, 32))
-            ]
         actor = self.eval_actor()
-        seed = r.seed if seed is None else seed
-        return evaluate(actor.greedy, self._eval_envs, r.eval_episodes, seed), actor.params
+        seed = self.cfg.run.seed if seed is None else seed
+        return self.evaluator.evaluate(actor, seed), actor.params
+
+    def eval_metrics(self) -> dict[str, float]:
+        """What the evaluation and the tasks add (MAPF: success per target, the
+        curriculum's reach)."""
+        return {**self.evaluator.metrics(), **self.tasks.metrics()}
 
     def close(self) -> None:
         """Release what outlives :meth:`stop` (the evaluation envs); safe to call twice."""
-        for env in self._eval_envs or ():
-            env.close()
-        self._eval_envs = None
+        self.evaluator.close()
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples per second."""
@@ -168,6 +154,7 @@ class DQNRunner(Runner):
                 "torch": torch.get_rng_state(),
                 "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
             },
+            **({self.tasks.key: self.tasks.state_dict()} if self.tasks.key else {}),
         }
 
     def checkpoint_bytes(self) -> int:
@@ -200,6 +187,8 @@ class DQNRunner(Runner):
         torch.set_rng_state(state["rng"]["torch"])
         if state["rng"]["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
+        if self.tasks.key:
+            self.tasks.load_state_dict(state[self.tasks.key])
 
 
 def _check_memory(cfg: Config, replay_bytes: int) -> None:

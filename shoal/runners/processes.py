@@ -42,10 +42,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.acting import Acting
 from shoal.agent.episodes import Sent
 from shoal.config import Config
-from shoal.envs.vector import make_vector_env
 from shoal.errors import ShoalError
 from shoal.recipes import recipe_for
 from shoal.run.loop import Collected
@@ -172,19 +170,18 @@ def _rollout(
                 meta.update(plugin.before_episode(env, actor))
             return meta
 
-    envs = make_vector_env(cfg.env, n, derive_seed(*seeds, 2))
     # Every env of every worker explores at its own Ape-X epsilon (processes.eps_spread).
-    acting = Acting(
+    acting = recipe.make_acting(
+        cfg,
+        spec,
         actor,
-        envs,
         seeds,
+        env_seed=derive_seed(*seeds, 2),
         writer="episodes",
-        n_step=cfg.dqn.n_step,
-        gamma=cfg.dqn.gamma,
-        hybrid=spec.hybrid,
         place=(worker, workers),
         alpha=cfg.processes.eps_spread,
         on_reset=hook,
+        rng=rng,
     )
     acting.pull()
     index = 0

@@ -18,10 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from shoal.agent.acting import Acting
 from shoal.agent.actor import Actor
 from shoal.config import Config
-from shoal.envs.vector import make_vector_env
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -49,19 +47,17 @@ class SerialRunner(DQNRunner):
         super().__init__(cfg)
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
         self.actor = self.make_actor()
-        envs = make_vector_env(cfg.env, cfg.env.num_envs, derive_seed(cfg.run.seed, TRAIN_STREAM))
-        d = cfg.dqn
-        self.acting = Acting(
+        self.acting = self.recipe.make_acting(
+            cfg,
+            self.spec,
             self.actor,
-            envs,
             (cfg.run.seed, TRAIN_STREAM),
+            env_seed=derive_seed(cfg.run.seed, TRAIN_STREAM),
             writer="stream",
-            n_step=d.n_step,
-            gamma=d.gamma,
-            hybrid=self.spec.hybrid,
+            rng=self.rng,
         )
-        """The actor's envs, their episodes and an n-step writer per env (steps of
-        different envs never share a window)."""
+        """The recipe's acting: the actor's envs (MAPF: worlds), their episodes and a
+        writer per env (steps of different envs never share a window)."""
 
     def eval_actor(self) -> Actor:
         """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
@@ -79,21 +75,21 @@ class SerialRunner(DQNRunner):
         )
 
     def collect(self, step: int) -> Collected:
-        """One step of every env with the epsilon of ``step``; the n-step transitions go to
-        replay."""
+        """One step of every env with the epsilon of ``step``; the items it completes (n-step
+        transitions, MAPF's sequences) go to replay."""
         self.acting.explore(self.epsilon(step))
+        self.acting.configure(*self.tasks.acting_args())
         got = self.acting.step()
-        self.add_batch(self.acting.take())
-        if not got.finished:
-            return Collected(got.count)
-        episodes = [(f.ret, f.length) for f in got.finished]
-        return Collected(got.count, episodes, side_by_side=True)
+        self.add_batch(*self.acting.take())
+        return self.tasks.collected(got.finished, got.count, side_by_side=True)
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
         once learning starts)."""
         owed = self.schedule.owe(step)
-        if owed:
+        # Owed before replay holds the recipe's minimum are dropped (MAPF: a batch of
+        # sequences, so no burst of updates on the first few).
+        if owed and len(self.replay) >= self.recipe.min_replay(self.cfg):
             self.on_train_point(owed)
 
     def on_train_point(self, updates: int) -> None:
@@ -101,13 +97,23 @@ class SerialRunner(DQNRunner):
         self.loss = self.learn_steps(updates)
 
     def finish(self) -> None:
-        """Nothing to flush: the final checkpoint keeps the running episodes and their open
-        n-step windows, so a run extended with ``--resume`` continues them exactly."""
+        """DQN: nothing to flush, the final checkpoint keeps the running episodes and their
+        open n-step windows, so a run extended with ``--resume`` continues them exactly;
+        a recipe that cannot re-create its episodes (MAPF) flushes them to replay."""
+        if self.recipe.flush_on_finish:
+            self.add_batch(*self.acting.flush())
 
     def interrupt(self) -> None:
         """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
         the last observation, and a resumed run starts the next episodes (next seeds)."""
-        self.add_batch(self.acting.flush())
+        self.add_batch(*self.acting.flush())
+
+    def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
+        """Samples/s, and what the tasks add (MAPF: replay size, the curriculum's stages)."""
+        return {
+            **super().tick_metrics(updates_per_s),
+            **self.tasks.tick_metrics(len(self.replay)),
+        }
 
     def close(self) -> None:
         """Close the actor's envs and the evaluation envs."""
@@ -119,8 +125,7 @@ class SerialRunner(DQNRunner):
         windows."""
         state = super().state_dict()
         state["rng"]["actions"] = self.rng.bit_generator.state
-        acting = self.acting.state_dict()
-        state["acting"], state["nstep"] = acting["episodes"], acting["writer"]
+        state.update(self.acting.state_dict())
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -128,10 +133,4 @@ class SerialRunner(DQNRunner):
         between episodes, holds only the reset count)."""
         super().load_state_dict(state)
         self.rng.bit_generator.state = state["rng"]["actions"]
-        if "acting" not in state:
-            self.acting.batch.episodes[0] = int(state["resets"])
-            return
-        # Episodes that could not be re-created end here.
-        self.add_batch(
-            self.acting.load_state_dict({"episodes": state["acting"], "writer": state["nstep"]})
-        )
+        self.add_batch(*self.acting.load_state_dict(state))  # episodes that end here

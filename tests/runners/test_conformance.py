@@ -1,7 +1,7 @@
 """Every registered runner passes the same checks: it writes every artifact, solves
 CartPole (seeds 0-2), leaves a checkpoint on Ctrl-C that ``--resume`` continues, leaks no
 process, thread or shared-memory segment, and has a bad config rejected before any work.
-An env's own version of a runner (MAPF's serial and ray) goes through the artifact and
+An env's own recipe on a runner (MAPF's, on serial and ray) goes through the artifact and
 Ctrl-C checks in its own world.
 
 A throwaway runner (``throwaway.py``, registered here) goes through the same suite, which
@@ -53,8 +53,8 @@ MAPF = [
     "mapf.eval_sizes=[6]",
     "run.train_freq=16",
 ]
-"""A small MAPF world (2 agents on 6x6 maps): MAPF's own versions of the serial and ray
-runners (``ENV_RUNNERS``) are runners too."""
+"""A small MAPF world (2 agents on 6x6 maps): the MAPF recipe on the serial and ray
+runners."""
 BATCHED = ["env.num_envs=4"]
 RECIPE = ["run.recipe='user_code.recipes:SquaredDQN'"]
 """A new algorithm from outside shoal/ (a squared TD-error loss): one module, and it runs

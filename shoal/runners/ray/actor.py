@@ -21,9 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.acting import Acting
 from shoal.config import Config
-from shoal.envs.vector import make_vector_env
 from shoal.recipes import recipe_for
 from shoal.run.imports import adopt_search_path
 from shoal.run.seeding import derive_seed
@@ -83,47 +81,43 @@ class RolloutActor:
         self._pull()
 
     def setup(self, store: Any) -> None:
-        """Make the envs and the actor pulling its weights from ``store`` (a subclass that
-        plays other worlds makes its own)."""
+        """The recipe's actor, pulling its weights from ``store``, and its acting: Ape-X,
+        each env of each actor at its own epsilon (``ray.eps_alpha``), each env's episode
+        sent whole with those finished in the same call (MAPF: its worlds' sequences)."""
         self.recipe = recipe_for(self.cfg)
         self.spec = self.recipe.probe(self.cfg)
-        n = self.cfg.env.num_envs
         rng = np.random.default_rng(derive_seed(*self.seeds))
         self.actor = self.recipe.make_actor(self.cfg, self.spec, rng, source=store)
-        envs = make_vector_env(self.cfg.env, n, derive_seed(*self.seeds, 2))
-        d = self.cfg.dqn
-        # Ape-X: each env of each actor explores at its own epsilon (ray.eps_alpha); each
-        # env's episode goes to replay whole, with those finished in the same call.
-        self.acting = Acting(
+        self.acting = self.recipe.make_acting(
+            self.cfg,
+            self.spec,
             self.actor,
-            envs,
             (*self.seeds, 1),
+            env_seed=derive_seed(*self.seeds, 2),
             writer="episodes",
-            n_step=d.n_step,
-            gamma=d.gamma,
-            hybrid=self.spec.hybrid,
             place=(self.index, self.actors),
             alpha=self.cfg.ray.eps_alpha,
+            rng=rng,
         )
 
     def _pull(self) -> None:
         self.acting.pull()
 
-    def rollout(self, steps: int) -> dict[str, Any]:
+    def rollout(self, steps: int, *tasks: Any) -> dict[str, Any]:
         """Play at least ``steps`` env steps in each of the actor's envs (episodes go on
-        into the next call); returns the episodes finished, as ``(return, length)``, the
-        steps of those in progress, the weights version acted with, and where it ran
-        (process, node)."""
-        n = self.cfg.env.num_envs
+        into the next call), the next episodes as ``tasks`` say (MAPF: the curriculum's
+        stages); send what is ready with its initial priorities. Returns the episodes
+        finished, the env steps they (MAPF: the call) took, the steps of those in
+        progress, the weights version acted with, and where it ran (process, node)."""
+        self.acting.configure(*tasks)
+        n = self.acting.num_envs if self.recipe.batches_envs else 1
         self.acting.play(steps * n, pull_every=self.cfg.ray.pull_every * n)
-        sent = self.acting.take_episodes()
-        if sent is not None:
-            priorities = self.recipe.initial_priorities(self.cfg, self.actor, sent.items)
-            self.send(sent.items, priorities)
-        return self.answer(
-            episodes=[(end.ret, end.length) for end in sent.ended] if sent else [],
-            in_progress=int(self.acting.batch.lengths.sum()),
-        )
+        items, priorities, ended, taken = self.acting.take_sent()
+        if items:
+            if priorities is None:
+                priorities = self.recipe.initial_priorities(self.cfg, self.actor, items)
+            self.send(items, priorities)
+        return self.answer(ended=ended, steps=taken, in_progress=self.acting.in_progress)
 
     def answer(self, **fields: Any) -> dict[str, Any]:
         """A call's answer: ``fields`` plus the weights version acted with, where it ran

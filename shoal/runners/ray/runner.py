@@ -122,6 +122,7 @@ class RayRunner(DQNRunner):
         given (:func:`~shoal.runners.ray.address.preflight`; unless this process has joined
         a Ray already)."""
         ray = _ray()
+        super().check(cfg)
         if cls.probe(cfg).hybrid:
             raise EnvError(f"env.id {cfg.env.id!r}: the ray runner plays Discrete actions only")
         given = cluster_address(cfg)
@@ -215,13 +216,13 @@ class RayRunner(DQNRunner):
         self.calls[call] = i
 
     def rollout_args(self) -> tuple[Any, ...]:
-        """Arguments of every rollout call after the step count (none here)."""
-        return ()
+        """Arguments of every rollout call after the step count: what the tasks say of
+        the next episodes (MAPF: the stages open now and their shares)."""
+        return self.tasks.acting_args()
 
     def collected(self, got: dict[str, Any]) -> Collected:
         """What the loop hears of an actor call's answer: its finished episodes."""
-        episodes = [(float(r), int(n)) for r, n in got["episodes"]]
-        return Collected(sum(n for _, n in episodes), episodes)
+        return self.tasks.collected(got["ended"], int(got["steps"]))
 
     def stop(self) -> None:
         """Kill every actor, the replay (its contents kept for the last checkpoint) and the
@@ -342,8 +343,8 @@ class RayRunner(DQNRunner):
 
     # --- what the loop reads --------------------------------------------------------------------
     def eval_metrics(self) -> dict[str, float]:
-        """Actor restarts."""
-        return {"restarts": float(self.restarts)}
+        """Actor restarts, and what the evaluation and the tasks add."""
+        return {"restarts": float(self.restarts), **super().eval_metrics()}
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples per second, restarts, the learner's idle fraction (waiting for a batch,
