@@ -6,7 +6,23 @@ check that guards user input raises one of these rather than a bare ``ValueError
 
 from __future__ import annotations
 
-__all__ = ["CheckpointError", "ConfigError", "EnvError", "RunDirError", "ShoalError"]
+__all__ = [
+    "CheckpointError",
+    "ConfigError",
+    "EnvError",
+    "RunDirError",
+    "ShoalError",
+    "first_line",
+]
+
+
+def first_line(error: BaseException) -> str:
+    """``error`` as one line of a message: its type and the first line of its text, at
+    most 200 characters (a user's code may raise with pages of text; the message that
+    quotes it stays one short line)."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 class ShoalError(Exception):

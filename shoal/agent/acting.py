@@ -29,7 +29,7 @@ from shoal.agent.episodes import EpisodeRecorder, Sent
 from shoal.agent.schedules import actor_epsilon
 from shoal.replay.nstep import BatchNStepWriter
 
-__all__ = ["WRITERS", "Acting", "spread_epsilons"]
+__all__ = ["WRITERS", "Acting", "Pulling", "spread_epsilons"]
 
 WRITERS = ("stream", "episodes")
 """How an acting's steps become replay items (see the module docstring)."""
@@ -41,7 +41,28 @@ def spread_epsilons(base: float, first: int, total: int, alpha: float, n: int) -
     return np.array([actor_epsilon(base, first + i, total, alpha) for i in range(n)])
 
 
-class Acting:
+class Pulling:
+    """What every acting does with its actor's weight source: pull newer weights, and
+    explore at the epsilon published with them (:meth:`explore` spreads it)."""
+
+    actor: Any
+    since_pull: int
+
+    def explore(self, base: float) -> None:  # pragma: no cover - each acting has its own
+        """Set each env's epsilon from ``base``."""
+        raise NotImplementedError
+
+    def pull(self) -> bool:
+        """Pull newer weights, if any, and explore at the epsilon published with them."""
+        self.since_pull = 0
+        if not self.actor.update():
+            return False
+        if "epsilon" in self.actor.meta:
+            self.explore(self.actor.meta["epsilon"])
+        return True
+
+
+class Acting(Pulling):
     """Plays ``actor`` on ``envs`` and writes replay items.
 
     Args:
@@ -98,15 +119,6 @@ class Acting:
         self.batch.epsilons[:] = spread_epsilons(
             base, self.first, self.total, self.alpha, self.num_envs
         )
-
-    def pull(self) -> bool:
-        """Pull newer weights, if any, and explore at the epsilon published with them."""
-        self.since_pull = 0
-        if not self.actor.update():
-            return False
-        if "epsilon" in self.actor.meta:
-            self.explore(self.actor.meta["epsilon"])
-        return True
 
     def configure(self, *args: Any) -> None:
         """What the tasks say of the next episodes (plain envs: nothing)."""

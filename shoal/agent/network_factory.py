@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from shoal.envs.gym_env import EnvSpec
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, first_line
 from shoal.run.imports import load_object, shown
 
 __all__ = ["KEY", "build_user_network", "check_output"]
@@ -52,10 +52,8 @@ def build_user_network(path: str, spec: EnvSpec) -> nn.Module:
     try:
         network = factory(obs_space, act_space)
     except Exception as e:
-        line = str(e).strip().splitlines()[:1] or [""]
         raise ConfigError(
-            f"config key {KEY!r}: {path}(observation_space, action_space) raised "
-            f"{type(e).__name__}: {line[0]}"
+            f"config key {KEY!r}: {path}(observation_space, action_space) raised {first_line(e)}"
         ) from e
     if not isinstance(network, nn.Module):
         raise ConfigError(
@@ -84,10 +82,9 @@ def check_output(path: str, network: nn.Module, spec: EnvSpec) -> None:
         with torch.no_grad():
             out: Any = network(x)
     except Exception as e:
-        line = str(e).strip().splitlines()[:1] or [""]
         raise ConfigError(
             f"config key {KEY!r}: the network of {path} failed on a batch of observations "
-            f"of shape {tuple(x.shape)}: {type(e).__name__}: {line[0]}"
+            f"of shape {tuple(x.shape)}: {first_line(e)}"
         ) from e
     want = (PROBE_BATCH, spec.n_actions)
     if not isinstance(out, torch.Tensor):

@@ -25,10 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
-from shoal.agent.acting import spread_epsilons
+from shoal.agent.acting import Pulling, spread_epsilons
 from shoal.agent.actor import Actor
 from shoal.agent.learner import Learner
 from shoal.config import Config
@@ -46,6 +45,7 @@ from shoal.mapf.player import (
     play_greedy,
     sequence_specs,
 )
+from shoal.recipes.dqn import DQNRecipe
 from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
@@ -61,8 +61,9 @@ class Stepped:
     finished: list[Episode]
 
 
-class MapfRecipe:
-    """Builds a MAPF agent's parts (see the module docstring)."""
+class MapfRecipe(DQNRecipe):
+    """Builds a MAPF agent's parts (see the module docstring); its actor is DQN's (an
+    inference copy of the network and its weights), the rest its own."""
 
     runners = ("serial", "ray")
     """The runners its acting reaches: the curriculum's stages travel with each Ray call;
@@ -95,24 +96,6 @@ class MapfRecipe:
     def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
         """An inference-only copy of the ``[mapf]`` network."""
         return build_network(cfg.extra["mapf"]).requires_grad_(False)
-
-    def make_actor(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        rng: np.random.Generator,
-        *,
-        params: Any = None,
-        source: Any = None,
-        network: nn.Module | None = None,
-        device: str | torch.device | None = None,
-    ) -> Actor:
-        """An actor holding the network and its weights (given, or pulled from ``source``);
-        the acting plays the worlds with them."""
-        network = self.make_network(cfg, spec) if network is None else network
-        return Actor(
-            network, params=params, source=source, n_actions=len(ACTIONS), device=device, rng=rng
-        )
 
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> dict[str, Any]:
         """Sequences of packed joint observations, with stored recurrent states."""
@@ -150,7 +133,7 @@ class MapfRecipe:
         )
 
 
-class MapfActing:
+class MapfActing(Pulling):
     """``mapf.envs`` worlds played by one :class:`~shoal.mapf.player.MapfPlayer` with an
     actor's network and weights; the acting contract of :class:`~shoal.agent.acting.Acting`
     (explore, pull, configure, step, take, flush, state)."""
@@ -185,15 +168,6 @@ class MapfActing:
     def explore(self, base: float) -> None:
         """Ape-X's spread of ``base`` over this acting's worlds among the run's."""
         self.epsilons = spread_epsilons(base, self.first, self.total, self.m.eps_alpha, self.m.envs)
-
-    def pull(self) -> bool:
-        """Newer weights, if any, and the epsilon published with them."""
-        self.since_pull = 0
-        if not self.actor.update():
-            return False
-        if "epsilon" in self.actor.meta:
-            self.explore(self.actor.meta["epsilon"])
-        return True
 
     def configure(self, stages: list[tuple[int, int]], weights: list[float] | None) -> None:
         """The stages new episodes are drawn from, with their shares."""

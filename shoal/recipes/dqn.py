@@ -99,6 +99,17 @@ class DQNRecipe:
             cfg, spec, rng, params=params, source=source, network=network, device=device
         )
 
+    def learner_actor(self, cfg: Config, spec: EnvSpec, learner: Learner) -> Actor:
+        """An actor on ``learner``'s own live weights (serial acting, evaluation)."""
+        return self.make_actor(
+            cfg,
+            spec,
+            np.random.default_rng(0),
+            params=learner.params,
+            network=learner.online,
+            device=learner.device,
+        )
+
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> Fields:
         """One replay item: an n-step transition."""
         return transition_fields(spec)
@@ -158,14 +169,7 @@ class DQNRecipe:
         torch.manual_seed(cfg.run.seed)
         learner = self.make_learner(cfg, spec)
         learner.online.load_state_dict(state["learner"]["online"])
-        actor = self.make_actor(
-            cfg,
-            spec,
-            np.random.default_rng(0),
-            params=learner.params,
-            network=learner.online,
-            device=learner.device,
-        )
+        actor = self.learner_actor(cfg, spec, learner)
         envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, EVAL_ENVS))]
         try:
             return evaluate(actor.greedy, envs, episodes, seed)

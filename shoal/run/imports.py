@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, first_line
 
 __all__ = [
     "LOCAL_OBJECTS",
@@ -81,10 +81,8 @@ def _import(module: str, key: str, what: str) -> Any:
     except ConfigError:
         raise
     except Exception as e:  # the user's module failed while importing
-        line = str(e).strip().splitlines()[:1] or [""]
         raise ConfigError(
-            f"config key {key!r}: importing {shown(module)} raised {type(e).__name__}: "
-            f"{shown(line[0])}"
+            f"config key {key!r}: importing {shown(module)} raised {first_line(e)}"
         ) from e
 
 

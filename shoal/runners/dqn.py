@@ -114,7 +114,7 @@ class DQNRunner(Runner):
 
     def learner_actor(self) -> Any:
         """An actor on the learner's own live weights (evaluation in serial runs)."""
-        return _learner_actor(self.cfg, self.spec, self.learner)
+        return self.recipe.learner_actor(self.cfg, self.spec, self.learner)
 
     def eval_actor(self) -> Any:
         """The actor whose greedy policy evaluations play (its ``params`` become best.pt)."""
@@ -204,15 +204,3 @@ def _check_memory(cfg: Config, replay_bytes: int) -> None:
             f"{replay_bytes / 2**30:.1f} GiB, more than this machine's {total / 2**30:.1f} GiB "
             "of memory; lower it"
         )
-
-
-def _learner_actor(cfg: Config, spec: EnvSpec, learner: Learner) -> Any:
-    """An actor acting with ``learner``'s own live weights."""
-    return recipe_for(cfg).make_actor(
-        cfg,
-        spec,
-        np.random.default_rng(0),
-        params=learner.params,
-        network=learner.online,
-        device=learner.device,
-    )

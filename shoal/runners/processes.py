@@ -112,27 +112,20 @@ class Block:
         )
 
 
-def rollout_worker(
-    worker: int,
-    incarnation: int,
-    workers: int,
-    cfg: Config,
-    store: Any,
-    plugins: tuple[Any, ...],
-    generation: int,
-    conn: Connection,
-) -> None:
+def rollout_worker(*args: Any) -> None:
     """A rollout worker process: steps its ``env.num_envs`` envs with one batched forward,
     pulls newer weights between steps, and sends episodes whole once its envs have ended
     ``env.num_envs`` of them (plug-ins set each episode up, e.g. load the self-play
-    opponent).
+    opponent). A failure goes to the learner with the worker's own message.
 
-    ``cfg`` arrives as the object (sections of runners registered only in the learner's
-    process included); ``generation`` counts the run's starts, so a resumed run's workers
-    draw seeds the first start never used."""
+    ``args`` are :func:`_rollout`'s but the last: (worker, incarnation, workers, cfg,
+    store, plugins, generation, conn). ``cfg`` arrives as the object (sections of runners
+    registered only in the learner's process included); ``generation`` counts the run's
+    starts, so a resumed run's workers draw seeds the first start never used."""
     parent_alive = child_prologue(torch_threads=1)
+    conn = args[-1]
     try:
-        _rollout(worker, incarnation, workers, cfg, store, plugins, generation, conn, parent_alive)
+        _rollout(*args, parent_alive)
     except (EOFError, BrokenPipeError):
         return  # the learner is gone
     except BaseException as e:  # the learner reports it with the worker's own message

@@ -51,8 +51,9 @@ class WorkerFailure:
     @classmethod
     def of(cls, error: BaseException) -> WorkerFailure:
         """The failure of ``error``, being handled now."""
-        line = str(error).strip().splitlines()[:1] or [""]
-        return cls(f"{type(error).__name__}: {line[0]}".rstrip(": "), traceback.format_exc())
+        from shoal.errors import first_line
+
+        return cls(first_line(error), traceback.format_exc())
 
 
 def check_not_bootstrapping(what: str) -> None:

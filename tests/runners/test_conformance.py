@@ -56,8 +56,8 @@ MAPF = [
 """A small MAPF world (2 agents on 6x6 maps): the MAPF recipe on the serial and ray
 runners."""
 BATCHED = ["env.num_envs=4"]
-RECIPE = ["run.recipe='user_code.recipes:SquaredDQN'"]
-"""A new algorithm from outside shoal/ (a squared TD-error loss): one module, and it runs
+RECIPE = ["run.recipe='user_code.recipes:PseudoHuberDQN'"]
+"""A new algorithm from outside shoal/ (a pseudo-Huber loss): one module, and it runs
 on every DQN runner."""
 DQN_RUNNERS = ("serial", "threads", "processes", "ray")
 MINATAR = ["env.id='MinAtar/Breakout-v1'", "dqn.encoder='minatar'", "env.num_envs=2"]
@@ -203,12 +203,18 @@ def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", DQN_RUNNERS)
-def test_a_users_recipe_solves_cartpole(name, tmp_path, no_shm_leak):
-    overrides = [*runner_overrides(f"{name}/recipe"), "run.progress=false"]
+def test_a_users_recipe_and_network_solve_cartpole(name, tmp_path, no_shm_leak):
+    """An algorithm and a network from outside shoal/ (a pseudo-Huber loss; an MLP with
+    LayerNorm, a shape shoal's config cannot describe), to the bar on every DQN runner."""
+    network = "dqn.network='user_code.qnets:layernorm_mlp'"
+    overrides = [*runner_overrides(f"{name}/recipe"), network, "run.progress=false"]
     result = shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
     assert result.solved_step is not None and result.eval_return >= 475, result
     saved = (tmp_path / "r" / "config.toml").read_text()
-    assert 'recipe = "user_code.recipes:SquaredDQN"' in saved
+    assert 'recipe = "user_code.recipes:PseudoHuberDQN"' in saved
+    # The user's own parameter names: LayerNorm weights at 1 and 4 of the Sequential.
+    online = load_checkpoint(RunDir(tmp_path / "r").best, best=True)["learner"]["online"]
+    assert {"1.weight", "4.weight", "6.bias"} <= set(online)
     no_leftovers()
 
 
