@@ -76,7 +76,9 @@ VARIANTS = {
     "serial/mapf": MAPF,
     "ray/mapf": MAPF,
     **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
-    **{f"{name}/recipe": RECIPE for name in DQN_RUNNERS},
+    # In the driver's process and in spawned workers (the ray actors' side, and the threads
+    # runner's learner threads, are test_a_users_recipe_and_network_solve_cartpole's).
+    **{f"{name}/recipe": RECIPE for name in ("serial", "processes")},
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).
