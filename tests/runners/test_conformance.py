@@ -209,7 +209,7 @@ def test_a_users_recipe_and_network_solve_cartpole(name, tmp_path, no_shm_leak):
     """An algorithm and a network from outside shoal/ (a pseudo-Huber loss; an MLP with
     LayerNorm, a shape shoal's config cannot describe), to the bar on every DQN runner."""
     network = "dqn.network='user_code.qnets:layernorm_mlp'"
-    overrides = [*runner_overrides(f"{name}/recipe"), network, "run.progress=false"]
+    overrides = [*runner_overrides(name), *RECIPE, network, "run.progress=false"]
     result = shoal.train("cartpole", overrides=overrides, run_dir=tmp_path / "r")
     assert result.solved_step is not None and result.eval_return >= 475, result
     saved = (tmp_path / "r" / "config.toml").read_text()
