@@ -61,10 +61,10 @@ def load_policy(run_dir: str | Path, checkpoint: str = "best", *, device: str = 
     import here, as for ``shoal eval``."""
     import torch
 
-    from shoal.agent.builder import build_actor, build_q_network
-    from shoal.agent.hybrid import make_hybrid_network
+    from shoal.agent.builder import build_actor
     from shoal.api import open_run_checkpoint
     from shoal.mapf.config import MAPF_ID
+    from shoal.recipes import recipe_for
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
@@ -80,14 +80,8 @@ def load_policy(run_dir: str | Path, checkpoint: str = "best", *, device: str = 
             "DQN runs; play a multi-agent run's agents with shoal.play_run"
         )
     spec = runner.probe(cfg)
-    with torch.random.fork_rng():
-        if spec.hybrid:
-            d = cfg.dqn
-            network = make_hybrid_network(
-                d, spec.obs_dim, spec.n_actions, spec.action_dim, spec.action_low, spec.action_high
-            )
-        else:
-            network = build_q_network(cfg, spec)
+    with torch.random.fork_rng():  # the weights come from the checkpoint
+        network = recipe_for(cfg).make_network(cfg, spec)
     with checkpoint_fits(path, "the run's config"):
         network.load_state_dict(state["learner"]["online"])
     network = network.to(device).eval().requires_grad_(False)
