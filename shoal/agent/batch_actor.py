@@ -43,6 +43,8 @@ class Finished:
     length: int
     meta: dict[str, float] = field(default_factory=dict)
     """What the reset hook returned when the episode began (self-play: the opponent)."""
+    final_reward: float = 0.0
+    """The episode's last reward (self-play: the game's result)."""
 
 
 @dataclass(slots=True)
@@ -198,7 +200,7 @@ class BatchActor:
         if not done.any():
             return Steps(obs, actions, rew, nxt, term, trunc, live, [])
         finished = [
-            Finished(i, float(self.returns[i]), int(self.lengths[i]), self._meta[i])
+            Finished(i, float(self.returns[i]), int(self.lengths[i]), self._meta[i], float(rew[i]))
             for i in np.flatnonzero(done).tolist()
         ]
         self.episodes[done] += 1

@@ -35,12 +35,10 @@ class Sent:
     """Episodes taken from an :class:`EpisodeRecorder`: their n-step transitions and what
     the batch actor said of each as it ended."""
 
-    def __init__(self, items: dict[str, np.ndarray], ended: list[Finished], final: np.ndarray):
+    def __init__(self, items: dict[str, np.ndarray], ended: list[Finished]):
         self.items = items
         """The transitions, one array per replay field, episode after episode."""
         self.ended = ended
-        self.final_rewards = final
-        """Each episode's last reward (self-play: the game's result)."""
 
 
 class EpisodeRecorder:
@@ -103,4 +101,4 @@ class EpisodeRecorder:
             n=self.n,
             gamma=self.gamma,
         )
-        return Sent(items, [end for _, end in ended], rewards[np.cumsum(lengths) - 1])
+        return Sent(items, [end for _, end in ended])

@@ -8,7 +8,7 @@ the learner can burn in from them. Exploration is epsilon-greedy per agent; memo
 on random actions too. Episodes start in a curriculum stage the caller names; each world's
 reset is seeded from (seeds, world, episode), so a player's play is reproducible.
 
-The serial runner and the ray runner's actors both play through this class; the items'
+The serial runner, each rollout worker and each Ray actor play through this class; the items'
 initial priorities (their TD errors under the player's weights, R2D2's max/mean mix) are
 computed here too, in one forward per call.
 """

@@ -65,9 +65,9 @@ class MapfRecipe(DQNRecipe):
     """Builds a MAPF agent's parts (see the module docstring); its actor is DQN's (an
     inference copy of the network and its weights), the rest its own."""
 
-    runners = ("serial", "ray")
-    """The runners its acting reaches: the curriculum's stages travel with each Ray call;
-    rollout worker processes and the threads runner do not carry them yet."""
+    runners = ("serial", "processes", "ray")
+    """The runners its acting reaches: the curriculum's stages travel with each Ray call
+    and through each rollout worker's pipe; the threads runner does not carry them yet."""
     batches_envs = False
     """Its acting steps ``mapf.envs`` worlds its own way (env.num_envs stays 1)."""
     flush_on_finish = True
@@ -112,7 +112,8 @@ class MapfRecipe(DQNRecipe):
         place: tuple[int, int] = (0, 1),
         **_: Any,
     ) -> MapfActing:
-        """The worlds of one acting (the serial runner's, a Ray actor's)."""
+        """The worlds of one acting (the serial runner's, a rollout worker's, a Ray
+        actor's)."""
         return MapfActing(cfg, actor, seeds, rng=rng, place=place)
 
     def make_tasks(self, cfg: Config) -> CurriculumTasks:
@@ -219,6 +220,11 @@ class MapfActing(Pulling):
         ended, self._ended = self._ended, []
         played, self._played = self._played, 0
         return items, priorities, ended, played
+
+    @property
+    def ended(self) -> int:
+        """Episodes finished and not yet taken (:meth:`take_sent`)."""
+        return len(self._ended)
 
     @property
     def in_progress(self) -> int:

@@ -100,7 +100,9 @@ class DQNRunner(Runner):
     def learn_steps(self, steps: int) -> float:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
         last loss. Steps a failure or Ctrl-C cut off go back to the schedule."""
-        if len(self.replay) == 0:  # n-step windows still open (learning_starts < n_step)
+        # None before replay holds the recipe's minimum (n-step windows still open at
+        # learning_starts < n_step; MAPF: a batch of sequences): owed ones are dropped.
+        if len(self.replay) < max(1, self.recipe.min_replay(self.cfg)):
             return float("nan")
         loss = self.schedule.take(steps, self._learn_step)
         return float("nan") if loss is None else loss

@@ -35,14 +35,13 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import numpy as np
 import torch
 
-from shoal.agent.episodes import Sent
 from shoal.config import Config
 from shoal.errors import ShoalError
 from shoal.recipes import recipe_for
@@ -74,9 +73,11 @@ def default_workers() -> int:
 
 @dataclass(frozen=True)
 class Block:
-    """The episodes that ended in one step of a worker's envs, as the worker sends them:
-    their n-step transitions, ready for replay (the worker computes them: the learner's
-    process is the one every worker shares), and a summary per episode."""
+    """What a worker sends once its envs ended ``num_envs`` episodes or more: the items
+    they completed, ready for replay (the worker computes them: the learner's process is
+    the one every worker shares), with their initial priorities where the acting gives
+    them, and the episodes as the acting reports them (DQN: return, length, the reset
+    hook's meta; MAPF: success and stage)."""
 
     worker: int
     incarnation: int
@@ -84,32 +85,25 @@ class Block:
     """Episode j of the block is episode ``first + j`` of this worker incarnation:
     (worker, incarnation, number) names an episode once in a run."""
     items: dict[str, np.ndarray]
-    """The episodes' n-step transitions (:func:`~shoal.replay.nstep.nstep_episodes`)."""
-    returns: np.ndarray
-    lengths: np.ndarray
-    final_rewards: np.ndarray
-    """Each episode's last reward (self-play: the game's result)."""
+    """One array per replay field (DQN: the episodes' n-step transitions; MAPF: the
+    sequences completed)."""
+    priorities: np.ndarray | None
+    ended: list[Any]
+    steps: int
+    """Env steps the block accounts for (MAPF: world steps played since the last block)."""
     weights_version: int
-    metas: list[dict[str, float]] = field(default_factory=list)
-    """Per episode, what plug-ins attached (self-play: the opponent snapshot played)."""
 
     @property
     def episodes(self) -> int:
         """Episodes in the block."""
-        return len(self.lengths)
+        return len(self.ended)
 
     @classmethod
-    def of(cls, sent: Sent, ids: tuple[int, int, int], weights_version: int) -> Block:
-        """A worker's episodes, numbered from ``ids`` (worker, incarnation, first)."""
-        return cls(
-            *ids,
-            sent.items,
-            returns=np.array([end.ret for end in sent.ended]),
-            lengths=np.array([end.length for end in sent.ended]),
-            final_rewards=sent.final_rewards,
-            weights_version=weights_version,
-            metas=[end.meta for end in sent.ended],
-        )
+    def of(cls, sent: tuple[Any, ...], ids: tuple[int, int, int], weights_version: int) -> Block:
+        """An acting's :meth:`take_sent`, its episodes numbered from ``ids`` (worker,
+        incarnation, first)."""
+        items, priorities, ended, steps = sent
+        return cls(*ids, items, priorities, ended, steps, weights_version)
 
 
 def rollout_worker(*args: Any) -> None:
@@ -150,7 +144,6 @@ def _rollout(
     """The rollout worker's loop (:func:`rollout_worker`)."""
     recipe = recipe_for(cfg)
     spec = recipe.probe(cfg)
-    n = cfg.env.num_envs
     seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
     rng = np.random.default_rng(derive_seed(*seeds))
     actor = recipe.make_actor(cfg, spec, rng, source=store)
@@ -177,17 +170,19 @@ def _rollout(
         rng=rng,
     )
     acting.pull()
+    acting.configure(*conn.recv())  # the learner sends its tasks first (MAPF: the stages)
     index = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
     while parent_alive():
+        while conn.poll():  # what the tasks say of the next episodes, when it changes
+            acting.configure(*conn.recv())
         acting.play(1, pull_every=1)  # one step of every env, newer weights before each
         # A message per env's worth of episodes: the learner's receive costs per message.
-        if acting.ended >= n:
-            sent = acting.take_episodes()
-            assert sent is not None
-            conn.send(Block.of(sent, (worker, incarnation, index), actor.version))
-            index += len(sent.ended)
+        if acting.ended >= acting.num_envs:
+            block = Block.of(acting.take_sent(), (worker, incarnation, index), actor.version)
+            conn.send(block)
+            index += block.episodes
 
 
 @dataclass
@@ -240,15 +235,34 @@ class ProcessesRunner(DQNRunner):
             if getattr(section, "enabled", False) and hasattr(section, "build")
         ]
         self._slots: list[_Slot] = []
+        self._tasks: tuple[Any, ...] = ()
+        """What the workers were last told of their next episodes."""
 
     # --- workers -------------------------------------------------------------------------------
     def _start(self, worker: int, incarnation: int, budget: RestartBudget) -> _Slot:
         plugins = tuple(plugin.worker_part() for plugin in self.plugins)
         args = (worker, incarnation, self.workers, self.cfg, self.store)
         process = WorkerProcess(
-            rollout_worker, (*args, plugins, self.generation), name=f"shoal-rollout-{worker}"
+            rollout_worker,
+            (*args, plugins, self.generation),
+            name=f"shoal-rollout-{worker}",
+            duplex=True,
         )
+        process.conn.send(self._tasks)  # its first message: what its episodes are
         return _Slot(process, incarnation, time.monotonic(), budget)
+
+    def _send_tasks(self) -> None:
+        """What the tasks now say of the next episodes, to every worker, when it changed
+        (MAPF: the curriculum's stages and shares; plain episodes: never)."""
+        tasks = self.tasks.acting_args()
+        if tasks == self._tasks:
+            return
+        self._tasks = tasks
+        for w, slot in enumerate(self._slots):
+            try:
+                slot.worker.conn.send(tasks)
+            except OSError as e:  # it died: the next collection restarts it
+                print(f"shoal: rollout worker {w} missed the tasks: {e}", file=sys.stderr)
 
     def _restart(self, worker: int, why: str) -> None:
         slot = self._slots[worker]
@@ -329,6 +343,7 @@ class ProcessesRunner(DQNRunner):
     def start(self) -> None:
         """Publish the first weights and start the workers."""
         self.generation += 1
+        self._tasks = self.tasks.acting_args()  # a resumed curriculum's stages included
         self._publish()
         for w in range(self.workers):  # one by one: a failed start still stops the others
             self._slots.append(self._start(w, 0, RestartBudget(MAX_FAILURES)))
@@ -340,12 +355,16 @@ class ProcessesRunner(DQNRunner):
         blocks = self._collect(self._per_worker())
         for block in blocks:
             self._check(block)
-        self.replay.add_batch(
-            {name: np.concatenate([b.items[name] for b in blocks]) for name in blocks[0].items}
+        filled = [b for b in blocks if b.items]
+        if filled:
+            items = {k: np.concatenate([b.items[k] for b in filled]) for k in filled[0].items}
+            given = [b.priorities for b in filled]
+            self.add_batch(items, None if any(p is None for p in given) else np.concatenate(given))
+        got = self.tasks.collected(
+            [end for b in blocks for end in b.ended], sum(b.steps for b in blocks)
         )
-        returns = np.concatenate([b.returns for b in blocks]).tolist()
-        lengths = np.concatenate([b.lengths for b in blocks]).tolist()
-        return Collected(sum(lengths), list(zip(returns, lengths)))
+        self._send_tasks()
+        return got
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes for the env steps collected (or
@@ -394,8 +413,8 @@ class ProcessesRunner(DQNRunner):
             )
         self.received[key] = expected + block.episodes
         for plugin in self.plugins:
-            for meta, final in zip(block.metas, block.final_rewards.tolist()):
-                plugin.on_episode(meta, final)
+            for end in block.ended:
+                plugin.on_episode(end.meta, end.final_reward)
 
     def _publish(self) -> None:
         """The weights to the workers, and to plug-ins once a batch."""
@@ -412,16 +431,22 @@ class ProcessesRunner(DQNRunner):
 
     # --- what the loop reads -----------------------------------------------------------------
     def eval_metrics(self) -> dict[str, float]:
-        """Worker restarts, and what plug-ins add (self-play: the two-player record)."""
-        out = {"restarts": float(self.restarts)}
+        """What the evaluation and tasks add, worker restarts, and what plug-ins add
+        (self-play: the two-player record)."""
+        out = {**super().eval_metrics(), "restarts": float(self.restarts)}
         actor = self.eval_actor()
         for plugin in self.plugins:
             out.update(plugin.eval_metrics(actor))
         return out
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
-        """Samples/s and worker restarts."""
-        return {**super().tick_metrics(updates_per_s), "restarts": float(self.restarts)}
+        """Samples/s, worker restarts, and what the tasks add (MAPF: replay size, the
+        curriculum's stages)."""
+        return {
+            **super().tick_metrics(updates_per_s),
+            "restarts": float(self.restarts),
+            **self.tasks.tick_metrics(len(self.replay)),
+        }
 
     def bar_stats(self, tick: dict[str, float]) -> dict[str, Any]:
         """Worker restarts on the progress bar."""

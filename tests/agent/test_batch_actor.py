@@ -95,7 +95,7 @@ def test_no_transition_spans_a_reset_and_only_truncation_bootstraps(engine):
         assert count < 200 * n
 
 
-def test_episode_lengths_follow_their_tags():
+def test_episode_lengths_follow_their_tags_and_keep_their_last_reward():
     acting = BatchActor(make_actor(), make_vector_env(EnvConfig(id=ENV_ID), 3), (1,))
     seen = []
     for _ in range(60):
@@ -103,6 +103,7 @@ def test_episode_lengths_follow_their_tags():
         got = acting.step()
         for f in got.finished:
             seen.append((f.length, episode_length(got.next_obs[f.env][0])))
+            assert f.final_reward == got.rewards[f.env]  # self-play's result of the game
         assert obs is None or (got.obs == obs).all()
     assert seen and all(a == b for a, b in seen)
 

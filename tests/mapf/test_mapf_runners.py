@@ -1,5 +1,6 @@
-"""MAPF runs on the serial and ray runners: rows and columns, checkpoints and resume, the
-policy loaded back for evaluation, and clear errors for runners MAPF does not train on."""
+"""MAPF runs on the serial, processes and ray runners: rows and columns, checkpoints and
+resume, the curriculum's stages reaching every rollout worker, the policy loaded back for
+evaluation, and clear errors for runners MAPF does not train on."""
 
 from __future__ import annotations
 
@@ -48,16 +49,18 @@ def mapf_run(tiny, **extra: object) -> list[str]:
     return tiny(**values)
 
 
-def check_rows(run_dir) -> None:
+def check_rows(run_dir, agents: frozenset[float] = frozenset({2.0})) -> list[dict[str, str]]:
     rows = read_metrics(RunDir(run_dir).metrics)
     episodes = [r for r in rows if r["kind"] == "episode"]
     evals = [r for r in rows if r["kind"] == "eval"]
     assert episodes and evals
     assert {r["success"] for r in episodes} <= {"0", "1"}
-    assert all(float(r["agents"]) == 2 and float(r["size"]) == 6 for r in episodes)
+    assert {float(r["agents"]) for r in episodes} <= agents
+    assert all(float(r["size"]) == 6 for r in episodes)
     steps = [int(r["step"]) for r in episodes]
     assert steps == sorted(steps)  # worlds side by side: rows at the steps they ended
     assert all(0.0 <= float(r["success_2x6"]) <= 1.0 for r in evals)
+    return episodes
 
 
 def test_a_serial_mapf_run_resumed_mid_debt_owes_what_the_uninterrupted_run_owes(tmp_path, tiny):
@@ -110,10 +113,26 @@ def test_a_ray_mapf_run_trains_through_the_replay_actor(tmp_path, tiny, ray_sess
     assert all(np.isfinite(v.numpy()).all() for v in weights.values())
 
 
+def test_a_processes_mapf_run_sends_the_curriculums_stages_to_its_workers(tmp_path, tiny):
+    # A stage's first success promotes it: the 3-agent stage opens early in the run, and
+    # the workers (told through their pipes) play it.
+    promote = {"mapf__promote_episodes": 1, "run__total_steps": 1000}
+    over = ["run.runner=processes", "processes.workers=2", *mapf_run(tiny, **promote)]
+    result = shoal.train("mapf", overrides=over, run_dir=tmp_path / "r")
+    assert result.env_steps >= 1000 and result.updates > 0
+    episodes = check_rows(tmp_path / "r", agents={2.0, 3.0})
+    state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
+    assert [3, 6] in state["curriculum"]["stages"]
+    assert {float(r["agents"]) for r in episodes} == {2.0, 3.0}
+    assert state["replay"]["storage"]["size"] > 0
+    resumed = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
+    assert resumed.env_steps >= 1200 and resumed.updates > result.updates
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["run.runner=threads"], "trains with 'serial', 'ray', not 'threads'"),
+        (["run.runner=threads"], "trains with 'serial', 'processes', 'ray', not 'threads'"),
         (["mapf.period=20"], "mapf.period"),
         (["mapf.hidden=10", "mapf.heads=4"], "mapf.hidden"),
         (["mapf.max_agents=1", "mapf.agents=2"], "mapf.max_agents"),

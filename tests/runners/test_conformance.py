@@ -53,8 +53,8 @@ MAPF = [
     "mapf.eval_sizes=[6]",
     "run.train_freq=16",
 ]
-"""A small MAPF world (2 agents on 6x6 maps): the MAPF recipe on the serial and ray
-runners."""
+"""A small MAPF world (2 agents on 6x6 maps): the MAPF recipe on the serial, processes
+and ray runners."""
 BATCHED = ["env.num_envs=4"]
 RECIPE = ["run.recipe='user_code.recipes:PseudoHuberDQN'"]
 """A new algorithm from outside shoal/ (a pseudo-Huber loss): one module, and it runs
@@ -73,8 +73,7 @@ ATARI = [
 VARIANTS = {
     "agents/process": [*ASYNC, "agents.async_mode='process'"],
     "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
-    "serial/mapf": MAPF,
-    "ray/mapf": MAPF,
+    **{f"{name}/mapf": MAPF for name in ("serial", "processes", "ray")},
     **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
     # In the driver's process and in spawned workers (the ray actors' side, and the threads
     # runner's learner threads, are test_a_users_recipe_and_network_solve_cartpole's).

@@ -56,12 +56,13 @@ def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
 
 
 def test_episodes_out_of_a_workers_order_stop_the_run(tmp_path, tiny):
+    from shoal.agent.batch_actor import Finished
     from shoal.runners.processes import Block
 
     runner = make_runner(tmp_path, tiny)
 
     def block(first, k):
-        return Block(0, 0, first, {}, np.zeros(k), np.ones(k, np.int64), np.zeros(k), 0, [{}] * k)
+        return Block(0, 0, first, {}, None, [Finished(0, 0.0, 1)] * k, k, 0)
 
     try:
         runner._check(block(0, 3))
