@@ -58,7 +58,7 @@ from shoal.sync.workers import (
     stop_processes,
 )
 
-__all__ = ["Block", "ProcessesConfig", "ProcessesRunner", "default_workers"]
+__all__ = ["Block", "Place", "ProcessesConfig", "ProcessesRunner", "default_workers"]
 
 WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
@@ -106,20 +106,42 @@ class Block:
         return cls(*ids, items, priorities, ended, steps, weights_version)
 
 
-def rollout_worker(*args: Any) -> None:
-    """A rollout worker process: steps its ``env.num_envs`` envs with one batched forward,
-    pulls newer weights between steps, and sends episodes whole once its envs have ended
-    ``env.num_envs`` of them (plug-ins set each episode up, e.g. load the self-play
-    opponent). A failure goes to the learner with the worker's own message.
+@dataclass(frozen=True)
+class Place:
+    """Which worker a rollout worker process is, for its seeds and its exploration."""
 
-    ``args`` are :func:`_rollout`'s but the last: (worker, incarnation, workers, cfg,
-    store, plugins, generation, conn). ``cfg`` arrives as the object (sections of runners
-    registered only in the learner's process included); ``generation`` counts the run's
-    starts, so a resumed run's workers draw seeds the first start never used."""
+    worker: int
+    incarnation: int
+    """Restarts of this worker so far."""
+    workers: int
+    generation: int
+    """Starts of the run (resumes included): a resumed run's workers draw seeds the first
+    start never used."""
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The seed path after the run seed and the workers' stream."""
+        return (self.worker, self.incarnation, self.generation)
+
+
+def rollout_worker(
+    place: Place,
+    cfg: Config,
+    store: SharedWeightStore,
+    plugins: tuple[Any, ...],
+    conn: Connection,
+) -> None:
+    """A rollout worker process: steps its envs with one batched forward, pulls newer
+    weights between steps, and sends episodes whole once its envs have ended as many as
+    there are envs (plug-ins set each episode up, e.g. load the self-play opponent); the
+    learner's first message, and any later one, says what the next episodes are (MAPF: the
+    curriculum's stages). A failure goes to the learner with the worker's own message.
+
+    ``cfg`` arrives as the object (sections of runners registered only in the learner's
+    process included)."""
     parent_alive = child_prologue(torch_threads=1)
-    conn = args[-1]
     try:
-        _rollout(*args, parent_alive)
+        _rollout(place, cfg, store, plugins, conn, parent_alive)
     except (EOFError, BrokenPipeError):
         return  # the learner is gone
     except BaseException as e:  # the learner reports it with the worker's own message
@@ -131,20 +153,17 @@ def rollout_worker(*args: Any) -> None:
 
 
 def _rollout(
-    worker: int,
-    incarnation: int,
-    workers: int,
+    place: Place,
     cfg: Config,
-    store: Any,
+    store: SharedWeightStore,
     plugins: tuple[Any, ...],
-    generation: int,
     conn: Connection,
     parent_alive: Callable[[], bool],
 ) -> None:
     """The rollout worker's loop (:func:`rollout_worker`)."""
     recipe = recipe_for(cfg)
     spec = recipe.probe(cfg)
-    seeds = (cfg.run.seed, WORKER_STREAM, worker, incarnation, generation)
+    seeds = (cfg.run.seed, WORKER_STREAM, *place.seeds)
     rng = np.random.default_rng(derive_seed(*seeds))
     actor = recipe.make_actor(cfg, spec, rng, source=store)
     hook = None
@@ -164,7 +183,7 @@ def _rollout(
         seeds,
         env_seed=derive_seed(*seeds, 2),
         writer="episodes",
-        place=(worker, workers),
+        place=(place.worker, place.workers),
         alpha=cfg.processes.eps_spread,
         on_reset=hook,
         rng=rng,
@@ -180,7 +199,8 @@ def _rollout(
         acting.play(1, pull_every=1)  # one step of every env, newer weights before each
         # A message per env's worth of episodes: the learner's receive costs per message.
         if acting.ended >= acting.num_envs:
-            block = Block.of(acting.take_sent(), (worker, incarnation, index), actor.version)
+            ids = (place.worker, place.incarnation, index)
+            block = Block.of(acting.take_sent(), ids, actor.version)
             conn.send(block)
             index += block.episodes
 
@@ -241,10 +261,10 @@ class ProcessesRunner(DQNRunner):
     # --- workers -------------------------------------------------------------------------------
     def _start(self, worker: int, incarnation: int, budget: RestartBudget) -> _Slot:
         plugins = tuple(plugin.worker_part() for plugin in self.plugins)
-        args = (worker, incarnation, self.workers, self.cfg, self.store)
+        place = Place(worker, incarnation, self.workers, self.generation)
         process = WorkerProcess(
             rollout_worker,
-            (*args, plugins, self.generation),
+            (place, self.cfg, self.store, plugins),
             name=f"shoal-rollout-{worker}",
             duplex=True,
         )

@@ -58,6 +58,7 @@ class SerialRunner(DQNRunner):
         )
         """The recipe's acting: the actor's envs (MAPF: worlds), their episodes and a
         writer per env (steps of different envs never share a window)."""
+        self.acting.configure(*self.tasks.acting_args())
 
     def eval_actor(self) -> Actor:
         """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
@@ -78,10 +79,12 @@ class SerialRunner(DQNRunner):
         """One step of every env with the epsilon of ``step``; the items it completes (n-step
         transitions, MAPF's sequences) go to replay."""
         self.acting.explore(self.epsilon(step))
-        self.acting.configure(*self.tasks.acting_args())
         got = self.acting.step()
         self.add_batch(*self.acting.take())
-        return self.tasks.collected(got.finished, got.count, side_by_side=True)
+        collected = self.tasks.collected(got.finished, got.count, side_by_side=True)
+        if got.finished:  # the tasks change only as episodes end (MAPF: a stage opens)
+            self.acting.configure(*self.tasks.acting_args())
+        return collected
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
@@ -132,5 +135,6 @@ class SerialRunner(DQNRunner):
         """Restore what :meth:`state_dict` saved (a checkpoint from before batching, taken
         between episodes, holds only the reset count)."""
         super().load_state_dict(state)
+        self.acting.configure(*self.tasks.acting_args())  # a resumed curriculum's stages
         self.rng.bit_generator.state = state["rng"]["actions"]
         self.add_batch(*self.acting.load_state_dict(state))  # episodes that end here
