@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from shoal.agent.batch_actor import BatchActor, Steps
-from shoal.agent.episodes import EpisodeRecorder, Sent
+from shoal.agent.batch_actor import BatchActor, Finished, Steps
+from shoal.agent.episodes import EpisodeRecorder
 from shoal.agent.schedules import actor_epsilon
 from shoal.replay.nstep import BatchNStepWriter
 
@@ -161,15 +161,12 @@ class Acting(Pulling):
             return items[0], None
         return {name: np.concatenate([i[name] for i in items]) for name in items[0]}, None
 
-    def take_episodes(self) -> Sent | None:
-        """The whole episodes an ``"episodes"`` writer holds, as n-step transitions."""
-        assert self.recorder is not None, "take_episodes needs the 'episodes' writer"
-        return self.recorder.take()
-
-    def take_sent(self) -> tuple[dict[str, np.ndarray], None, list[Any], int]:
-        """What an actor sends: the whole episodes' items, no priorities (the recipe's
-        :meth:`initial_priorities` give them), the episodes, and their env steps."""
-        sent = self.take_episodes()
+    def take_sent(self) -> tuple[dict[str, np.ndarray], None, list[Finished], int]:
+        """What an actor sends (an ``"episodes"`` writer's): the whole episodes' n-step
+        transitions, no priorities (the recipe's :meth:`initial_priorities`, or replay's
+        largest, give them), the episodes, and their env steps."""
+        assert self.recorder is not None, "take_sent needs the 'episodes' writer"
+        sent = self.recorder.take()
         if sent is None:
             return {}, None, [], 0
         return sent.items, None, sent.ended, sum(end.length for end in sent.ended)

@@ -1,9 +1,12 @@
 """The processes runner: N rollout worker processes feeding one central learner.
 
-Each worker (spawned) owns ``env.num_envs`` envs and an inference-only copy of the
-Q-network (no optimizer, no replay), steps them with one batched forward, and sends whole
-episodes as n-step transitions (the worker computes them: the learner's process is the
-one every worker shares) through its own pipe, ``env.num_envs`` episodes or more a message.
+Each worker (spawned) owns the recipe's acting: ``env.num_envs`` envs (MAPF: ``mapf.envs``
+worlds) and an inference-only copy of the Q-network (no optimizer, no replay), stepped
+with one batched forward. It sends whole episodes as n-step transitions (MAPF: the
+sequences completed, with their initial priorities; the worker computes them: the
+learner's process is the one every worker shares) through its own pipe, as many episodes
+as it has envs or more a message. The same pipe brings it what the recipe's tasks say of
+the next episodes (MAPF: the curriculum's stages), first and whenever that changes.
 The learner (the caller's process) owns the replay buffer, the networks and the
 optimizer: it gathers ``episodes_per_batch`` episodes per env from each worker, adds them
 to replay in one write, takes the updates the update schedule owes for the env steps collected

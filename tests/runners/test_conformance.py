@@ -60,7 +60,10 @@ RECIPE = ["run.recipe='user_code.recipes:PseudoHuberDQN'"]
 """A new algorithm from outside shoal/ (a pseudo-Huber loss): one module, and it runs
 on every DQN runner."""
 DQN_RUNNERS = ("serial", "threads", "processes", "ray")
-MINATAR = ["env.id='MinAtar/Breakout-v1'", "dqn.encoder='minatar'", "env.num_envs=2"]
+PIXELS = ["run.train_freq=8"]
+"""Pixel runs update every 8 env steps: a convolution's update costs what the checks need
+no more of."""
+MINATAR = ["env.id='MinAtar/Breakout-v1'", "dqn.encoder='minatar'", "env.num_envs=2", *PIXELS]
 """Pixels: MinAtar's 10 x 10 x 4 frames through the conv encoder."""
 ATARI = [
     "env.id='ALE/Pong-v5'",
@@ -68,6 +71,7 @@ ATARI = [
     "dqn.encoder='nature'",
     "env.num_envs=2",
     "replay.capacity=2000",
+    *PIXELS,
 ]
 """Atari: 4 stacked 84 x 84 screens through the Nature encoder, replay keeping frames once."""
 VARIANTS = {
@@ -75,9 +79,9 @@ VARIANTS = {
     "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
     **{f"{name}/mapf": MAPF for name in ("serial", "processes", "ray")},
     **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
-    # In the driver's process and in spawned workers (the ray actors' side, and the threads
-    # runner's learner threads, are test_a_users_recipe_and_network_solve_cartpole's).
-    **{f"{name}/recipe": RECIPE for name in ("serial", "processes")},
+    # A user's recipe on every DQN runner: in the driver, its learner threads, spawned
+    # workers and Ray actors.
+    **{f"{name}/recipe": RECIPE for name in DQN_RUNNERS},
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).
@@ -100,11 +104,22 @@ def runner_overrides(case, tiny=None, **extra):
         base += ["env.id='shoal/Harvest-v0'", "agents.agents=2", "agents.max_turns=50"]
     if name == "processes":
         base.append("processes.workers=2")
-    if name == "ray":  # each run on its own embedded Ray, started and shut down by it
+    if name == "ray":  # the module's one local Ray (share_ray), which each run joins
         base += ["ray.actors=2", "ray.node_ip_address='127.0.0.2'"]
     if name == "threads":
         base.append("threads.learner_threads=2")
     return base + (tiny(**extra) if tiny is not None else [])
+
+
+@pytest.fixture(autouse=True)
+def share_ray(request):
+    """A ray case's runs join the module's one local Ray (``ray_session``; the ray cases
+    run last in the module, tests/runners/conftest.py): an embedded Ray, started and shut
+    down by the run itself, is test_ray_cluster's."""
+    callspec = getattr(request.node, "callspec", None)
+    name = callspec.params.get("name", "") if callspec is not None else ""
+    if name.split("/")[0] == "ray":
+        request.getfixturevalue("ray_session")
 
 
 def no_leftovers():
@@ -155,8 +170,8 @@ def test_ctrl_c_checkpoints_and_resume_continues(name, tmp_path, tiny, monkeypat
     step = state["loop"]["step"]
     assert step >= 400
     monkeypatch.setattr(cls, "learn", original)
-    result = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
-    assert result.env_steps >= 1200
+    result = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=900"])
+    assert result.env_steps >= 900
     assert load_checkpoint(RunDir(tmp_path / "r").checkpoint)["loop"]["step"] == result.env_steps
     no_leftovers()
 
