@@ -1,6 +1,6 @@
 """A user's own Q-network (``dqn.network = "module:factory"``, ``shoal.train(network=...)``)
 trains on every runner with no edit under ``shoal/`` (to the bar on every DQN runner:
-``test_conformance.py::test_a_users_recipe_and_network_solve_cartpole``), is rebuilt by
+``test_conformance.py::test_solves_cartpole``, seed 0), is rebuilt by
 ``shoal eval`` and ``shoal.load_policy`` in a fresh process, and every way to get it wrong
 is one line before any work. So do a user's package env and PettingZoo world."""
 
