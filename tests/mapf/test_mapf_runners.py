@@ -124,9 +124,7 @@ def test_a_processes_mapf_run_sends_the_curriculums_stages_to_its_workers(tmp_pa
     state = load_checkpoint(RunDir(tmp_path / "r").checkpoint)
     assert [3, 6] in state["curriculum"]["stages"]
     assert {float(r["agents"]) for r in episodes} == {2.0, 3.0}
-    assert state["replay"]["storage"]["size"] > 0
-    resumed = shoal.train(resume=tmp_path / "r", overrides=["run.total_steps=1200"])
-    assert resumed.env_steps >= 1200 and resumed.updates > result.updates
+    assert state["replay"]["storage"]["size"] > 0  # (Ctrl-C and resume: test_conformance's)
 
 
 @pytest.mark.parametrize(

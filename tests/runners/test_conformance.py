@@ -1,8 +1,9 @@
 """Every registered runner passes the same checks: it writes every artifact, solves
-CartPole (seeds 0-2), leaves a checkpoint on Ctrl-C that ``--resume`` continues, leaks no
-process, thread or shared-memory segment, and has a bad config rejected before any work.
-An env's own recipe on a runner (MAPF's, on serial and ray) goes through the artifact and
-Ctrl-C checks in its own world.
+CartPole (seeds 0 and 1; seed 0 with a user's recipe and network on the DQN runners),
+leaves a checkpoint on Ctrl-C that ``--resume`` continues, stops on a preemption signal,
+leaks no process, thread or shared-memory segment, and has a bad config rejected before
+any work. Variants (a user's recipe, batched envs, pixels, MAPF's recipe on serial,
+processes and ray) go through the artifact and Ctrl-C checks too.
 
 A throwaway runner (``throwaway.py``, registered here) goes through the same suite, which
 is what adding a runner costs.
@@ -86,8 +87,8 @@ VARIANTS = {
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).
     "ray/4envs": [*BATCHED, "ray.steps_per_call=50"],
-    **{f"{name}/minatar": MINATAR for name in ("serial", "threads", "processes")},
-    "ray/minatar": [*MINATAR, "ray.steps_per_call=50"],
+    # MinAtar's env and encoder in the driver; pixels through every transport are ATARI's.
+    "serial/minatar": MINATAR,
     **{f"{name}/atari": ATARI for name in ("serial", "threads", "processes")},
     "ray/atari": [*ATARI, "ray.steps_per_call=50"],
 }
@@ -202,11 +203,12 @@ LayerNorm (a shape shoal's config cannot describe)."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("seed", [0, 1])
 @pytest.mark.parametrize("name", RUNNERS)
 def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
-    """To the bar on three seeds; on every DQN runner, seed 0 trains the user's recipe
-    and network (USERS) instead of shoal's."""
+    """To the bar on two seeds; on every DQN runner, seed 0 trains the user's recipe and
+    network (USERS) instead of shoal's. (More seeds, and the time each takes, are
+    benchmarks/cartpole_time_to_solve.py's.)"""
     if runner_class(name).multi_agent:
         pytest.skip("a multi-agent runner learns in its own worlds (test_agents_runner.py)")
     users = seed == 0 and name in DQN_RUNNERS
