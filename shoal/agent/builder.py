@@ -51,6 +51,7 @@ def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
             low=spec.action_low,
             high=spec.action_high,
             device=cfg.run.device,
+            network=build_user_network(cfg.dqn.network, spec) if cfg.dqn.network else None,
         )
     network = build_q_network(cfg, spec)
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
@@ -69,7 +70,7 @@ def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
 def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
     """An inference-only network of the learner's shape (for actors in other threads or
     processes, which pull their weights from a store)."""
-    if spec.hybrid:
+    if spec.hybrid and not cfg.dqn.network:
         net: nn.Module = make_hybrid_network(
             cfg.dqn,
             spec.obs_dim,
@@ -99,6 +100,7 @@ def build_actor(
     if network is None:
         network = build_network(cfg, spec)
     kind = HybridActor if spec.hybrid else Actor
+    box = {"low": spec.action_low, "high": spec.action_high} if spec.hybrid else {}
     return kind(
         network,
         params=params,
@@ -107,6 +109,7 @@ def build_actor(
         action_mask=cfg.dqn.action_mask,
         device=device,
         rng=rng,
+        **box,
     )
 
 

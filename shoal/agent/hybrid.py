@@ -44,7 +44,7 @@ from torch import nn
 from shoal.agent.actor import Actor
 from shoal.agent.learner import Learner
 from shoal.agent.losses import Batch, DQNLoss, mask_illegal
-from shoal.agent.networks import Params, QNetwork
+from shoal.agent.networks import Params, QNetwork, apply_network
 from shoal.config import DQNConfig
 
 __all__ = [
@@ -179,14 +179,17 @@ class HybridLoss(DQNLoss):
 
     def __init__(
         self,
-        network: HybridQNetwork,
+        network: nn.Module,
         *,
+        half: ArrayLike,
         cont_weight: float,
         beta: float,
         max_weight: float,
         **dqn: Any,
     ) -> None:
         super().__init__(network, **dqn)
+        self.half = torch.as_tensor(np.asarray(half, np.float32))
+        """Half the box's width per continuous dimension: the regression's scale."""
         self.cont_weight = cont_weight
         self.beta = beta
         self.max_weight = max_weight
@@ -202,7 +205,9 @@ class HybridLoss(DQNLoss):
         discrete = (batch.weights * huber).mean()
         b = q_a.shape[0]
         mu_a = mu_tm1[torch.arange(b, device=mu_tm1.device), batch.action]  # (B, d)
-        mse = (((mu_a - batch.action_cont) / self.network.act_half) ** 2).mean(dim=-1)
+        if self.half.device != mu_a.device:  # once, to the learner's device
+            self.half = self.half.to(mu_a.device)
+        mse = (((mu_a - batch.action_cont) / self.half) ** 2).mean(dim=-1)
         adv_w = torch.exp(self.beta * td).clamp(max=self.max_weight)
         continuous = (batch.weights * adv_w * mse).mean()
         return discrete + self.cont_weight * continuous, td
@@ -270,6 +275,7 @@ class HybridDQN(Learner):
         beta: float = 5.0,
         max_weight: float = 20.0,
         device: str | torch.device | None = "auto",
+        network: nn.Module | None = None,
     ) -> None:
         for name, value in (("cont_weight", cont_weight), ("beta", beta)):
             if not value >= 0:
@@ -279,9 +285,11 @@ class HybridDQN(Learner):
         self.n_actions = n_actions
         self.action_dim = action_dim
         self.low, self.high = _bounds(low, high, action_dim)
-        network = make_hybrid_network(cfg, obs_dim, n_actions, action_dim, self.low, self.high)
+        if network is None:  # shoal's, as cfg describes it (else the user's, dqn.network)
+            network = make_hybrid_network(cfg, obs_dim, n_actions, action_dim, self.low, self.high)
         loss = HybridLoss(
             network,
+            half=(self.high - self.low) / 2,
             cont_weight=cont_weight,
             beta=beta,
             max_weight=max_weight,
@@ -316,24 +324,35 @@ class HybridActor(Actor):
         (True, (1,), True)
     """
 
-    def __init__(self, network: HybridQNetwork, *, noise_std: float = 0.2, **kw: Any) -> None:
+    def __init__(
+        self,
+        network: nn.Module,
+        *,
+        noise_std: float = 0.2,
+        low: ArrayLike | None = None,
+        high: ArrayLike | None = None,
+        **kw: Any,
+    ) -> None:
         if not noise_std >= 0:
             raise ValueError(f"noise_std must be >= 0, got {noise_std!r}")
         super().__init__(network, **kw)
         self.noise_std = noise_std
-        self.low = (network.act_mid - network.act_half).cpu().numpy()
-        self.high = (network.act_mid + network.act_half).cpu().numpy()
+        if low is None or high is None:  # shoal's network knows its box
+            low = (network.act_mid - network.act_half).cpu().numpy()
+            high = (network.act_mid + network.act_half).cpu().numpy()
+        self.low, self.high = _bounds(low, high, max(np.size(low), np.size(high)))
 
     @torch.inference_mode()
     def greedy_both(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy discrete actions ``(B,)`` (legal ones, if masked; first max on ties) and
         the head's continuous actions for them ``(B, action_dim)``."""
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        q, mu = self.network.apply_params(self.params, x)
+        q, mu = apply_network(self.network, self.params, x)
         if self.action_mask:
             q = mask_illegal(q, x)
         a = q.argmax(dim=1)
-        return a.cpu().numpy(), mu[torch.arange(len(a), device=mu.device), a].cpu().numpy()
+        mu = mu[torch.arange(len(a), device=mu.device), a].cpu().numpy()
+        return a.cpu().numpy(), np.clip(mu, self.low, self.high)  # a user's head may leave the box
 
     def greedy(self, obs: np.ndarray) -> list[tuple[int, np.ndarray]]:  # type: ignore[override]
         """Greedy ``(discrete, continuous)`` actions for a batch of observations."""

@@ -2,7 +2,10 @@
 
 The factory is called with the env's observation and action spaces (the flat observation
 space shoal's envs give the networks) and returns an ``nn.Module`` that maps a batch of
-observations ``(batch, obs_dim)`` to Q-values ``(batch, n_actions)``. It is used as it is:
+observations ``(batch, obs_dim)`` to Q-values ``(batch, n_actions)`` (for hybrid
+(discrete, continuous) actions, as shoal's hybrid network does: the Q-values and a
+continuous action per discrete one, ``(batch, n_actions, action_dim)``, which acting clips
+to the action box). It is used as it is:
 learners and actors apply it to explicit weights with ``torch.func.functional_call``
 (:func:`~shoal.agent.networks.apply_network`), K stacked copies with ``vmap``, so it needs
 nothing of shoal. Every process of a run (spawned workers, Ray actors, ``shoal eval``)
@@ -30,6 +33,7 @@ __all__ = ["KEY", "build_user_network", "check_output"]
 KEY = "dqn.network"
 """The config key naming the factory."""
 
+Q_VALUES = "Q-values of shape (batch, n_actions)"
 PROBE_BATCH = 2
 """Observations in the probe batch (two: a network that drops the batch axis is caught)."""
 
@@ -37,11 +41,6 @@ PROBE_BATCH = 2
 def build_user_network(path: str, spec: EnvSpec) -> nn.Module:
     """The module ``path``'s factory returns for ``spec``'s spaces, checked on a probe
     batch."""
-    if spec.hybrid:
-        raise ConfigError(
-            f"config key {KEY!r}: your own network on hybrid (discrete, continuous) actions "
-            "is not supported yet; leave dqn.network empty for shoal's hybrid network"
-        )
     factory = load_object(path, KEY, "the network factory's")
     if not callable(factory):
         raise ConfigError(
@@ -86,15 +85,38 @@ def check_output(path: str, network: nn.Module, spec: EnvSpec) -> None:
             f"config key {KEY!r}: the network of {path} failed on a batch of observations "
             f"of shape {tuple(x.shape)}: {first_line(e)}"
         ) from e
-    want = (PROBE_BATCH, spec.n_actions)
+    if spec.hybrid:
+        _check_hybrid(path, out, tuple(x.shape), spec)
+    else:
+        _check_tensor(path, out, tuple(x.shape), (PROBE_BATCH, spec.n_actions), Q_VALUES)
+
+
+def _check_hybrid(path: str, out: Any, shape: tuple[int, ...], spec: EnvSpec) -> None:
+    """A hybrid network's output: (Q-values, continuous actions per discrete action)."""
+    want = (PROBE_BATCH, spec.n_actions, spec.action_dim)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise ConfigError(
+            f"config key {KEY!r}: the network of {path} returned a {type(out).__name__}; on "
+            "hybrid actions it must return (Q-values of shape (batch, n_actions), continuous "
+            f"actions of shape (batch, n_actions, action_dim) = {want})"
+        )
+    _check_tensor(path, out[0], shape, want[:2], Q_VALUES)
+    cont = "continuous actions of shape (batch, n_actions, action_dim)"
+    _check_tensor(path, out[1], shape, want, cont)
+
+
+def _check_tensor(
+    path: str, out: Any, shape: tuple[int, ...], want: tuple[int, ...], what: str
+) -> None:
+    """One line unless ``out`` is a float tensor of shape ``want``."""
     if not isinstance(out, torch.Tensor):
         raise ConfigError(
             f"config key {KEY!r}: the network of {path} returned a {type(out).__name__}; "
-            f"it must return Q-values, a tensor of shape (batch, n_actions) = {want}"
+            f"it must return a tensor: {what} = {want}"
         )
     if tuple(out.shape) != want or not out.is_floating_point():
         raise ConfigError(
             f"config key {KEY!r}: the network of {path} maps observations of shape "
-            f"{tuple(x.shape)} to {out.dtype} of shape {tuple(out.shape)}; it must give "
-            f"Q-values of shape (batch, n_actions) = {want}"
+            f"{shape} to {out.dtype} of shape {tuple(out.shape)}; it must give "
+            f"{what} = {want}"
         )

@@ -36,6 +36,7 @@ __all__ = [
     "apply_network",
     "image_encoder",
     "linear",
+    "load_weights",
     "make_q_network",
 ]
 
@@ -58,6 +59,17 @@ def apply_network(network: nn.Module, params: Params, obs: torch.Tensor, *rest: 
     return functional_call(_thread_copy(network), params, (obs, *rest), strict=False)
 
 
+def load_weights(network: nn.Module, weights: Params) -> None:
+    """Load saved weights into ``network``: every parameter, and the buffers saved with
+    them. An evaluation's weights (``best.pt``) are parameters only, so a user's module's
+    buffers (say its action bounds) keep the factory's values; any other mismatch is
+    torch's error."""
+    missing, unexpected = network.load_state_dict(weights, strict=False)
+    buffers = {name for name, _ in network.named_buffers()}
+    if unexpected or set(missing) - buffers:
+        network.load_state_dict(weights)  # torch's own message names the keys
+
+
 _threads = threading.local()
 
 
@@ -71,7 +83,10 @@ def _thread_copy(network: nn.Module) -> nn.Module:
         copies = _threads.copies = weakref.WeakKeyDictionary()
     own = copies.get(network)
     if own is None:
-        own = copies[network] = copy.deepcopy(network)
+        # Copied outside inference mode whoever asks first (an actor acts in it): its
+        # buffers are then tensors a learner's backward may save.
+        with torch.inference_mode(False):
+            own = copies[network] = copy.deepcopy(network)
     return own
 
 

@@ -28,7 +28,7 @@ from shoal.agent.builder import (
     transition_fields,
 )
 from shoal.agent.learner import Learner
-from shoal.agent.networks import image_encoder
+from shoal.agent.networks import image_encoder, load_weights
 from shoal.agent.priorities import initial_priorities
 from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
@@ -168,7 +168,7 @@ class DQNRecipe:
         spec = self.probe(cfg)
         torch.manual_seed(cfg.run.seed)
         learner = self.make_learner(cfg, spec)
-        learner.online.load_state_dict(state["learner"]["online"])
+        load_weights(learner.online, state["learner"]["online"])
         actor = self.learner_actor(cfg, spec, learner)
         envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, EVAL_ENVS))]
         try:

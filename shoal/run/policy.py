@@ -62,6 +62,7 @@ def load_policy(run_dir: str | Path, checkpoint: str = "best", *, device: str = 
     import torch
 
     from shoal.agent.builder import build_actor
+    from shoal.agent.networks import load_weights
     from shoal.api import open_run_checkpoint
     from shoal.mapf.config import MAPF_ID
     from shoal.recipes import recipe_for
@@ -83,7 +84,7 @@ def load_policy(run_dir: str | Path, checkpoint: str = "best", *, device: str = 
     with torch.random.fork_rng():  # the weights come from the checkpoint
         network = recipe_for(cfg).make_network(cfg, spec)
     with checkpoint_fits(path, "the run's config"):
-        network.load_state_dict(state["learner"]["online"])
+        load_weights(network, state["learner"]["online"])
     network = network.to(device).eval().requires_grad_(False)
     actor = build_actor(cfg, spec, np.random.default_rng(0), network=network, device=device)
     return Policy(network, cfg, actor)

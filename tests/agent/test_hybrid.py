@@ -243,7 +243,9 @@ def test_loss_bootstraps_from_legal_actions_only(double):
     torch.testing.assert_close(td, expected)
     torch.testing.assert_close(mask_illegal(chooser, b.next_obs).argmax(1)[:-2], a_star[:-2])
     # the same loss without the mask bootstraps from illegal actions too
-    blind = HybridLoss(agent.online, cont_weight=1.0, beta=5.0, max_weight=20.0, double=double)
+    blind = HybridLoss(
+        agent.online, half=1.0, cont_weight=1.0, beta=5.0, max_weight=20.0, double=double
+    )
     _, blind_td = blind(agent.params, agent.target_params, b)
     assert not torch.allclose(blind_td, td)
 

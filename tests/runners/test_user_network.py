@@ -104,6 +104,24 @@ def test_bad_factories_are_one_line_before_any_work(path, message, tmp_path, tin
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("user_code.qnets:wrong_shape", r"returned a Tensor; on hybrid actions it must return"),
+        (
+            "user_code.qnets:hybrid_flat_actions",
+            r"to torch.float32 of shape \(2, 3\); it must give continuous actions of shape "
+            r"\(batch, n_actions, action_dim\) = \(2, 3, 1\)",
+        ),
+    ],
+)
+def test_a_hybrid_factory_must_give_both_heads(path, message, tmp_path, tiny):
+    with pytest.raises(ConfigError, match=message) as info:
+        shoal.train("hybrid", overrides=[f"dqn.network='{path}'", *tiny()], run_dir=tmp_path / "r")
+    assert "\n" not in str(info.value)
+    assert not (tmp_path / "r").exists()
+
+
 def test_cli_bad_factory_exits_2_with_one_line(tmp_path):
     cli = Path(sys.executable).parent / "shoal"
     out = subprocess.run(

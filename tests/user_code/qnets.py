@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 
@@ -20,6 +21,39 @@ def layernorm_mlp(observation_space: Any, action_space: Any) -> nn.Module:
         nn.ReLU(),
         nn.Linear(64, int(action_space.n)),
     )
+
+
+class TwoHeads(nn.Module):
+    """Q-values and, per discrete action, a continuous action in the box (a sigmoid
+    squash), from one shared torso: the hybrid output shoal's own network gives."""
+
+    def __init__(self, n_in: int, n: int, low: Any, high: Any) -> None:
+        super().__init__()
+        self.n, self.d = n, len(low)
+        self.torso = nn.Sequential(nn.Linear(n_in, 64), nn.LayerNorm(64), nn.ReLU())
+        self.q = nn.Linear(64, n)
+        self.x = nn.Linear(64, n * self.d)
+        self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("span", torch.as_tensor(high - low, dtype=torch.float32))
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self.torso(obs)
+        x = torch.sigmoid(self.x(z)).view(-1, self.n, self.d)
+        return self.q(z), self.low + self.span * x
+
+
+def hybrid_two_heads(observation_space: Any, action_space: Any) -> nn.Module:
+    """For a (Discrete, Box) action space."""
+    discrete, box = action_space.spaces
+    return TwoHeads(int(observation_space.shape[0]), int(discrete.n), box.low, box.high)
+
+
+def hybrid_flat_actions(observation_space: Any, action_space: Any) -> nn.Module:
+    """Both heads, but one continuous action per observation (not per discrete action)."""
+    discrete, box = action_space.spaces
+    net = TwoHeads(int(observation_space.shape[0]), int(discrete.n), box.low, box.high)
+    net.forward = lambda obs: (net.q(net.torso(obs)), net.x(net.torso(obs)))  # type: ignore[method-assign]
+    return net
 
 
 def wrong_shape(observation_space: Any, action_space: Any) -> nn.Module:
