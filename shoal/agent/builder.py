@@ -51,7 +51,7 @@ def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
             low=spec.action_low,
             high=spec.action_high,
             device=cfg.run.device,
-            network=build_user_network(cfg.dqn.network, spec) if cfg.dqn.network else None,
+            network=build_q_network(cfg, spec),
         )
     network = build_q_network(cfg, spec)
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
@@ -59,9 +59,19 @@ def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
 
 def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
     """The Q-network of ``cfg``: the user's own (``dqn.network``) or the one ``dqn.hidden``,
-    ``dqn.dueling`` and ``dqn.encoder`` describe; its weights drawn from torch's generator."""
+    ``dqn.dueling`` and ``dqn.encoder`` describe (with its continuous head on hybrid
+    actions); its weights drawn from torch's generator."""
     if cfg.dqn.network:
         return build_user_network(cfg.dqn.network, spec)
+    if spec.hybrid:
+        return make_hybrid_network(
+            cfg.dqn,
+            spec.obs_dim,
+            spec.n_actions,
+            spec.action_dim,
+            spec.action_low,
+            spec.action_high,
+        )
     return make_q_network(
         cfg.dqn, spec.obs_dim, spec.n_actions, image=spec.image, image_high=spec.image_high
     )
@@ -70,18 +80,7 @@ def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
 def build_network(cfg: Config, spec: EnvSpec) -> nn.Module:
     """An inference-only network of the learner's shape (for actors in other threads or
     processes, which pull their weights from a store)."""
-    if spec.hybrid and not cfg.dqn.network:
-        net: nn.Module = make_hybrid_network(
-            cfg.dqn,
-            spec.obs_dim,
-            spec.n_actions,
-            spec.action_dim,
-            spec.action_low,
-            spec.action_high,
-        )
-    else:
-        net = build_q_network(cfg, spec)
-    return net.requires_grad_(False)
+    return build_q_network(cfg, spec).requires_grad_(False)
 
 
 def build_actor(

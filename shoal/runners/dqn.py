@@ -97,12 +97,15 @@ class DQNRunner(Runner):
             prioritized = priorities is not None and self.cfg.replay.prioritized
             self.replay.add_batch(items, priorities if prioritized else None)
 
+    def replay_ready(self) -> bool:
+        """Whether replay holds the recipe's minimum for an update: none before (n-step
+        windows still open at learning_starts < n_step; MAPF: a batch of sequences)."""
+        return len(self.replay) >= max(1, self.recipe.min_replay(self.cfg))
+
     def learn_steps(self, steps: int) -> float:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
         last loss. Steps a failure or Ctrl-C cut off go back to the schedule."""
-        # None before replay holds the recipe's minimum (n-step windows still open at
-        # learning_starts < n_step; MAPF: a batch of sequences): owed ones are dropped.
-        if len(self.replay) < max(1, self.recipe.min_replay(self.cfg)):
+        if not self.replay_ready():  # owed ones are dropped
             return float("nan")
         loss = self.schedule.take(steps, self._learn_step)
         return float("nan") if loss is None else loss

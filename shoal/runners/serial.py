@@ -90,9 +90,9 @@ class SerialRunner(DQNRunner):
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
         once learning starts)."""
         owed = self.schedule.owe(step)
-        # Owed before replay holds the recipe's minimum are dropped (MAPF: a batch of
-        # sequences, so no burst of updates on the first few).
-        if owed and len(self.replay) >= self.recipe.min_replay(self.cfg):
+        # Owed before replay is ready are dropped (MAPF: a batch of sequences, so no
+        # burst of updates on the first few).
+        if owed and self.replay_ready():
             self.on_train_point(owed)
 
     def on_train_point(self, updates: int) -> None:
