@@ -23,6 +23,7 @@ from shoal.errors import CheckpointError, ConfigError
 from shoal.run.directory import RunDir
 from shoal.run.imports import local_name
 from shoal.run.loop import TrainResult
+from shoal.run.runner import torch_threads
 
 if TYPE_CHECKING:
     from shoal.runners.agents.epochs import EpochResult
@@ -287,7 +288,7 @@ def evaluate_run(
 
     cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint)
     seed = cfg.run.seed + 1 if seed is None else seed
-    with checkpoint_fits(path, "the run's config"):
+    with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
         return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
 
 
@@ -315,7 +316,7 @@ def play_run(
             "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
         )
     base = cfg.run.seed + 1 if seed is None else seed
-    with checkpoint_fits(path, "the run's config"):
+    with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
         return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
 
 

@@ -11,12 +11,16 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
 from shoal.mapf.options import MapfEvalOptions
 from shoal.options import add_options, non_negative_int, parse_options, positive_int
 from shoal.runners import runner_names
+
+if TYPE_CHECKING:
+    from shoal.run.loop import TrainResult
 
 __all__ = ["main"]
 
@@ -332,11 +336,20 @@ def _train(args: argparse.Namespace) -> int:
         else ""
     )
     print(
-        f"run {result.run_dir}: eval return {result.eval_return:.1f}, "
+        f"run {result.run_dir}: eval return {result.eval_return:.1f}{_best(result)}, "
         f"{result.env_steps} env steps, {result.updates} updates, "
         f"{result.wall_seconds:.1f} s{solved}"
     )
     return 0
+
+
+def _best(result: TrainResult) -> str:
+    """The best evaluation (what ``best.pt`` holds) beside the last, where they differ:
+    ``shoal eval`` scores best.pt, so the last evaluation alone misleads."""
+    best = result.best_eval_return
+    if best is None or best == result.eval_return:
+        return ""
+    return f" (best {best:.1f}, in best.pt)"
 
 
 def _interrupted(e: KeyboardInterrupt, target: str | None) -> int:

@@ -700,10 +700,12 @@ def load_config(
             f"overrides {_show(overrides)}: expected a list of SECTION.KEY=VALUE strings"
         )
     cfg = Config()
+    borrowed: tuple[str, str] | None = None
     if source is not None:
         src = str(source)
         if src in preset_names():
             _apply(cfg, _read_toml(PRESET_DIR / f"{src}.toml"), f"preset '{src}'")
+            borrowed = (cfg.env.id, cfg.run.name)
         elif src.endswith(".toml") or _is_path(src):
             _apply(cfg, _read_toml(Path(src)), f"config file {src!r}")
         else:
@@ -714,6 +716,13 @@ def load_config(
         _apply(cfg, values, "config")
     for text in overrides:
         _apply_override(cfg, text, f"override {_show(text)}")
+    named = bool(values and "name" in values.get("run", {})) or any(
+        _parse_override(text)[:2] == ("run", "name") for text in overrides
+    )
+    if borrowed is not None and cfg.env.id != borrowed[0] and not named:
+        # A preset borrowed for another env (`shoal train atari --env ALE/Pong-v5`): the
+        # preset's run name would call Pong's runs "atari"; the env's id names them.
+        cfg.run.name = ""
     return cfg.validate()
 
 

@@ -246,3 +246,64 @@ def test_workers_for_a_runner_without_workers_is_a_one_line_error(capsys):
     assert main(["train", "cartpole", "--workers", "2", "--steps", "10"]) == 2
     err = capsys.readouterr().err
     assert "--workers: run.runner 'serial' has no workers" in err and len(err.splitlines()) == 1
+
+
+def test_end_line_shows_the_best_evaluation_beside_the_last(tmp_path, tiny, capsys, monkeypatch):
+    from shoal.run.metrics import read_metrics
+
+    run = tmp_path / "run"
+    code, out, err = run_cli(
+        capsys, "train", "cartpole", "--run-dir", str(run), *sets(tiny(run__eval_every=100))
+    )
+    assert code == 0, err
+    evals = [
+        float(r["eval_mean"]) for r in read_metrics(run / "metrics.csv") if r["kind"] == "eval"
+    ]
+    if max(evals) != evals[-1]:
+        assert f"eval return {evals[-1]:.1f} (best {max(evals):.1f}, in best.pt)" in out
+    else:
+        assert f"eval return {evals[-1]:.1f}," in out
+
+    # Whatever this run's evaluations did, both forms of the line.
+    from shoal import api
+    from shoal.run.loop import TrainResult
+
+    def fake(best: float | None) -> TrainResult:
+        return TrainResult(str(run), 10.0, 5, 1.0, 3, None, None, best)
+
+    for best, expected in (
+        (42.0, "eval return 10.0 (best 42.0, in best.pt), 5 env steps"),
+        (10.0, "eval return 10.0, 5 env steps"),
+        (None, "eval return 10.0, 5 env steps"),
+    ):
+        monkeypatch.setattr(api, "train", lambda *a, best=best, **k: fake(best))
+        code, out, _ = run_cli(capsys, "train", "cartpole")
+        assert code == 0 and expected in out, out
+
+
+def test_eval_plays_on_the_runs_torch_threads(tmp_path, tiny, capsys, monkeypatch):
+    """shoal eval uses the run's run.torch_threads (1 for shoal's small networks), not
+    torch's default of every core, and gives the caller's setting back."""
+    import torch
+
+    from shoal.runners.serial import SerialRunner
+
+    run = tmp_path / "run"
+    assert run_cli(capsys, "train", "cartpole", "--run-dir", str(run), *sets(tiny()))[0] == 0
+    seen = []
+    real = SerialRunner.evaluate_checkpoint.__func__
+
+    def spy(cls, *args):
+        seen.append(torch.get_num_threads())
+        return real(cls, *args)
+
+    monkeypatch.setattr(SerialRunner, "evaluate_checkpoint", classmethod(spy))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        code, out, _ = run_cli(capsys, "eval", str(run), "--episodes", "2")
+        assert code == 0 and out.startswith("2 episodes")
+        assert seen == [1]
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

@@ -399,3 +399,17 @@ def test_cli_prints_config_errors_as_one_line(capsys):
     assert err == (
         "shoal: error: config key 'dqn.gamma': 1.5 is out of range; allowed: 0.0 <= value <= 1.0\n"
     )
+
+
+def test_a_borrowed_preset_names_the_run_after_its_env():
+    """`shoal train atari --env ALE/Pong-v5` names its runs for Pong, not "atari"; the
+    preset's own env keeps the preset's name, and an explicit name always wins."""
+    assert load_config("atari").run.name == "atari"
+    assert load_config("atari", ["env.id='ALE/Pong-v5'"]).run.name == ""
+    assert load_config("cartpole", ["env.id=Acrobot-v1"]).run.name == ""
+    kept = load_config("atari", ["env.id='ALE/Pong-v5'", "run.name=atari"])
+    assert kept.run.name == "atari"
+    assert (
+        load_config("atari", ["env.id='ALE/Pong-v5'"], values={"run": {"name": "x"}}).run.name
+        == "x"
+    )

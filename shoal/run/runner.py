@@ -12,6 +12,7 @@ in one world, say) supplies its own.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -21,7 +22,24 @@ from shoal.errors import ConfigError
 from shoal.run.loop import Collected
 from shoal.run.schedule import UpdateSchedule
 
-__all__ = ["Collected", "Runner"]
+__all__ = ["Collected", "Runner", "torch_threads"]
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """torch's intra-op threads set to a run's ``run.torch_threads`` (0: left as they are)
+    while the block runs, then restored. A run's small networks act fastest on one thread;
+    playing its checkpoint on torch's default (every core) was 20-50x slower on a busy
+    2-core machine (20 CartPole episodes: 5.6-13 s against 0.27 s)."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads > 0:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _check_importable(cls: Any, cfg: Any) -> None:
