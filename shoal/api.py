@@ -35,7 +35,10 @@ CHECKPOINTS = ("best", "latest")
 
 
 def _run(
-    cfg: Config, run: RunDir | Callable[[], RunDir], resume: dict[str, Any] | None = None
+    cfg: Config,
+    run: RunDir | Callable[[], RunDir],
+    resume: dict[str, Any] | None = None,
+    on_eval: Callable[[int, float], bool] | None = None,
 ) -> TrainResult:
     """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`.
 
@@ -62,7 +65,7 @@ def _run(
                 save_config(cfg, run.config)
                 run.check_writable(runner.checkpoint_bytes())
             with checkpoint_fits(run.checkpoint):
-                loop = RunLoop(runner, run, resume=resume, title=_title(cfg))
+                loop = RunLoop(runner, run, resume=resume, title=_title(cfg), on_eval=on_eval)
             if resume is not None:
                 # Only once the checkpoint has loaded into this config (same shapes): a
                 # failed resume leaves the run directory as it was.
@@ -101,6 +104,7 @@ def train(
     run_dir: str | Path | None = None,
     resume: str | Path | None = None,
     network: Callable[..., Any] | str | None = None,
+    on_eval: Callable[[int, float], bool] | None = None,
 ) -> TrainResult:
     """Train a DQN agent and return where it went and how it did.
 
@@ -117,6 +121,9 @@ def train(
             and ``resume`` rebuild it; a factory defined in the main script trains on the
             runners that spawn no processes only (serial, threads, agents), and resuming
             such a run takes ``network=`` again.
+        on_eval: called with (env step, mean greedy return) after every evaluation;
+            returning True ends the run at its next episode boundary, checkpointed and
+            evaluated as at its end (``shoal tune`` prunes trials this way).
 
     Everything is validated (config, env, run directory) before any work starts.
     """
@@ -130,7 +137,7 @@ def train(
     if resume is not None:
         if config is not None:
             raise ConfigError("give either a config or resume=RUN_DIR, not both")
-        return _resume(resume, overrides)
+        return _resume(resume, overrides, on_eval)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
@@ -138,10 +145,14 @@ def train(
     runner_for(cfg).preflight(cfg)
     check_device(cfg)
     name = cfg.run.name or cfg.env.id.replace("/", "_").replace(":", "_")
-    return _run(cfg, lambda: RunDir.create(cfg.run.out, name, run_dir))
+    return _run(cfg, lambda: RunDir.create(cfg.run.out, name, run_dir), on_eval=on_eval)
 
 
-def _resume(resume: str | Path, overrides: Sequence[str]) -> TrainResult:
+def _resume(
+    resume: str | Path,
+    overrides: Sequence[str],
+    on_eval: Callable[[int, float], bool] | None = None,
+) -> TrainResult:
     """Continue the run in ``resume`` from its latest checkpoint (its config, with
     ``overrides`` on top), after every check that would fail it."""
     from shoal.run.checkpoint import load_checkpoint
@@ -172,7 +183,7 @@ def _resume(resume: str | Path, overrides: Sequence[str]) -> TrainResult:
         )
     state = load_checkpoint(run.checkpoint)
     _check_unfinished(cfg, state, run)
-    return _run(cfg, run, resume=state)
+    return _run(cfg, run, resume=state, on_eval=on_eval)
 
 
 def check_device(cfg: Config) -> None:

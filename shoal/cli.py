@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from shoal.config import describe_config, preset_names
 from shoal.errors import ShoalError
@@ -51,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
     _train_parser(sub)
+    _tune_parser(sub)
     _eval_parser(sub)
     pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
     pl.add_argument("run_dir", metavar="RUN_DIR")
@@ -76,7 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_run_arguments(p: argparse.ArgumentParser, example: str, metavar: str) -> None:
+def _add_run_arguments(
+    p: argparse.ArgumentParser, example: str, metavar: str, *, run_dir: bool = True
+) -> None:
     """--set, --out, --run-dir and --no-progress, shared by every training command."""
     p.add_argument(
         "--set",
@@ -87,7 +90,8 @@ def _add_run_arguments(p: argparse.ArgumentParser, example: str, metavar: str) -
         help=f"override a config key (repeatable), e.g. --set {example}",
     )
     p.add_argument("--out", help="parent directory of run directories")
-    p.add_argument("--run-dir", help="exact run directory to create (must not exist)")
+    if run_dir:
+        p.add_argument("--run-dir", help="exact run directory to create (must not exist)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -104,8 +108,14 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     )
     train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     train.add_argument("config", nargs="?", help="preset name or TOML config file")
+    _add_config_flags(train, ray_address=True)
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+
+
+def _add_config_flags(train: argparse.ArgumentParser, *, ray_address: bool) -> None:
+    """The flags that set config keys (shared by train and tune)."""
     _add_user_code_arguments(train)
-    _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE")
+    _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE", run_dir=ray_address)
     train.add_argument(
         "--runner",
         help=f"training scheme: {', '.join(runner_names())} (sets run.runner; see below)",
@@ -124,12 +134,13 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         "runner: sets the key of the runner the run resolves to, however it was chosen "
         "(processes.workers or ray.actors)",
     )
-    train.add_argument(
-        "--ray-address",
-        metavar="HOST:PORT",
-        help="a running Ray cluster for the ray runner to join (sets ray.address; default: "
-        "RAY_ADDRESS, else a local Ray for the run)",
-    )
+    if ray_address:
+        train.add_argument(
+            "--ray-address",
+            metavar="HOST:PORT",
+            help="a running Ray cluster for the ray runner to join (sets ray.address; "
+            "default: RAY_ADDRESS, else a local Ray for the run)",
+        )
     train.add_argument(
         "--agents",
         type=positive_int,
@@ -150,7 +161,51 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
     train.add_argument("--steps", type=positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=non_negative_int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+
+
+def _tune_parser(sub: argparse._SubParsersAction) -> None:
+    tune = sub.add_parser(
+        "tune",
+        help="search hyperparameters for an env and runner (Optuna), best config as TOML",
+        description=(
+            "Search hyperparameters with Optuna: its TPE sampler proposes configs, each\n"
+            "trial is a shoal run (CONFIG and the flags below give the base config), trials\n"
+            "that evaluate below the median of the others are pruned, and each finished\n"
+            "trial is scored by its best.pt on --eval-episodes fresh greedy episodes.\n"
+            "The study directory holds the trials' runs, trials.csv and best.toml (train\n"
+            "it with `shoal train STUDY/best.toml`); --resume continues a stopped study.\n"
+            "The default space (dqn.lr, gamma, batch_size, hidden, n_step, target_period,\n"
+            "run.replay_ratio, explore.eps_end, eps_decay_steps) comes from the recipe;\n"
+            "--space FILE adds or replaces keys ([space.SECTION] tables of {low, high,\n"
+            "log} or {choices}) and keep = [...] leaves default keys at the config's value;\n"
+            "keys given with --set are not searched."
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tune.add_argument("config", nargs="?", help="preset name or TOML config file (the base)")
+    _add_config_flags(tune, ray_address=False)
+    tune.add_argument("--space", metavar="FILE", help="search-space TOML file")
+    tune.add_argument("--trials", type=int, help="trials in the study in all (default 50)")
+    tune.add_argument(
+        "--hours",
+        type=float,
+        help="wall-clock hours of the study; no trial starts after them (default: none)",
+    )
+    tune.add_argument("--parallel", type=int, help="trials side by side (default 1)")
+    tune.add_argument(
+        "--eval-episodes", type=int, default=20, help="episodes scoring best.pt (default 20)"
+    )
+    tune.add_argument("--study-dir", metavar="DIR", help="the study's directory (must not exist)")
+    tune.add_argument("--resume", dest="study_resume", metavar="DIR", help="continue a study")
+    tune.add_argument(
+        "--ray", action="store_true", help="trials as tasks of a Ray cluster (default: local Ray)"
+    )
+    tune.add_argument(
+        "--ray-address",
+        dest="tune_ray_address",
+        metavar="HOST:PORT",
+        help="the Ray cluster for the trials (implies --ray; default: RAY_ADDRESS)",
+    )
 
 
 def _eval_parser(sub: argparse._SubParsersAction) -> None:
@@ -289,10 +344,9 @@ def _add_user_code_arguments(train: argparse.ArgumentParser) -> None:
     )
 
 
-def _train(args: argparse.Namespace) -> int:
-    from shoal.api import train
-
-    overrides = list(args.overrides)
+def _run_overrides(args: argparse.Namespace) -> list[str]:
+    """The config overrides a training command's flags say: shortcut flags first, so that
+    an explicit --set wins."""
     shortcuts = {
         "env.id": args.env,
         "run.runner": args.runner,
@@ -301,27 +355,33 @@ def _train(args: argparse.Namespace) -> int:
         "run.device": args.device,
         "run.out": args.out,
         "threads.learner_threads": args.learner_threads,
-        "ray.address": args.ray_address,
+        "ray.address": getattr(args, "ray_address", None),
         "agents.agents": args.agents,
         "env.num_envs": args.num_envs,
         "env.vector": args.vector,
         "env.imports": args.imports,
         "dqn.network": args.network,
     }
-    # Shortcut flags go first so that an explicit --set wins.
     overrides = [
         f"{k}={json.dumps(v)}" if isinstance(v, (str, list)) else f"{k}={v}"  # TOML text
         for k, v in shortcuts.items()
         if v is not None
-    ] + overrides
+    ] + list(args.overrides)
     if args.no_progress:
         overrides.append("run.progress=false")
+    if args.workers is not None:
+        overrides.append(_workers_override(args, overrides))
+    return overrides
+
+
+def _train(args: argparse.Namespace) -> int:
+    from shoal.api import train
+
     if args.resume and (args.config or args.env or args.run_dir):
         raise ShoalError(
             "--resume continues a run with its own config; drop CONFIG/--env/--run-dir"
         )
-    if args.workers is not None:
-        overrides.append(_workers_override(args, overrides))
+    overrides = _run_overrides(args)
     target = args.resume or args.run_dir
     try:
         if args.resume:
@@ -352,6 +412,81 @@ def _best(result: TrainResult) -> str:
     return f" (best {best:.1f}, in best.pt)"
 
 
+def _tune(args: argparse.Namespace) -> int:
+    from shoal.tune import study as tuning
+
+    tuning._optuna()  # without Optuna: one line, before any config is read
+    try:
+        if args.study_resume:
+            if args.config or args.env or args.overrides or args.space or args.study_dir:
+                raise ShoalError(
+                    "--resume continues a study with its own config and space; drop "
+                    "CONFIG/--env/--set/--space/--study-dir"
+                )
+            result = tuning.resume_study(
+                args.study_resume,
+                trials=args.trials,
+                hours=args.hours,
+                parallel=args.parallel,
+                progress=not args.no_progress,
+            )
+        else:
+            result = _new_study(args, tuning)
+    except KeyboardInterrupt as e:
+        from shoal.run.preemption import Preempted
+
+        where = getattr(e, "study_dir", None) or args.study_resume or args.study_dir
+        why = f"stopped by {e.args[0]}" if isinstance(e, Preempted) else "interrupted"
+        if where is None:
+            print(f"shoal: {why} before the study started", file=sys.stderr)
+        else:
+            print(
+                f"shoal: {why}; the study is saved in {where} (trials cut short run again); "
+                f"continue with `shoal tune --resume {where}`",
+                file=sys.stderr,
+            )
+        return e.exit_code if isinstance(e, Preempted) else 130
+    counts = ", ".join(f"{n} {state}" for state, n in sorted(result.trials.items()))
+    if result.best_value is None:
+        print(f"study {result.study_dir}: no trial finished ({counts})")
+    else:
+        print(
+            f"study {result.study_dir}: best {result.best_value:.2f} (trial "
+            f"{result.best_trial}; {counts}); train it with `shoal train {result.best_config}`"
+        )
+    return 0
+
+
+def _new_study(args: argparse.Namespace, tuning: Any) -> Any:
+    """A new study from the command line's base config, space and settings."""
+    from shoal.config import _parse_override, load_config
+    from shoal.run.directory import RunDir
+    from shoal.runners import runner_for
+    from shoal.tune.space import SearchSpace, read_space_file
+
+    overrides = _run_overrides(args)
+    base = load_config(args.config, overrides)
+    runner_for(base).preflight(base)
+    fixed = [".".join(_parse_override(o)[:2]) for o in args.overrides]
+    space_file = read_space_file(args.space) if args.space else None
+    space = SearchSpace.build(base, space_file, fixed)
+    settings = tuning.TuneSettings(
+        eval_episodes=args.eval_episodes,
+        seed=base.run.seed,
+        ray=bool(args.ray or args.tune_ray_address),
+        ray_address=args.tune_ray_address or "",
+    )
+    for name in ("trials", "hours", "parallel"):
+        if getattr(args, name) is not None:
+            setattr(settings, name, getattr(args, name))
+    settings.check()
+    study_dir = args.study_dir
+    if study_dir is None:  # a new, empty directory, named as runs are
+        name = base.run.name or base.env.id.replace("/", "_").replace(":", "_")
+        study_dir = RunDir.create(args.out or "studies", name, resumable=False).path
+    return tuning.tune(base, space, settings, study_dir, progress=not args.no_progress)
+
+
 def _interrupted(e: KeyboardInterrupt, target: str | None) -> int:
     """The line after Ctrl-C, SIGTERM or SIGUSR1 stopped a run (its checkpoint written):
     where it is and how to go on. Exit code 130 for Ctrl-C, 128 + the signal otherwise."""
@@ -377,7 +512,8 @@ def _workers_override(args: argparse.Namespace, overrides: list[str]) -> str:
     from shoal.run.directory import RunDir
     from shoal.runners import runner_class, runner_for, runner_names
 
-    source = RunDir.open(args.resume).config if args.resume else args.config
+    resume = getattr(args, "resume", None)
+    source = RunDir.open(resume).config if resume else args.config
     cfg = load_config(source, overrides)
     key = runner_for(cfg).workers_key
     if key is None:
@@ -524,6 +660,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handlers = {
         "train": _train,
+        "tune": _tune,
         "eval": _eval,
         "export": _export,
         "plot": _plot,

@@ -645,7 +645,7 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.toml"))
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
+def read_toml(path: Path) -> dict[str, Any]:
     """The TOML document in ``path``; ConfigError naming the file for one that is missing,
     unreadable, not UTF-8 or not TOML."""
     text = read_text(path, "config file", ConfigError, allowed="a TOML file in UTF-8")
@@ -704,10 +704,10 @@ def load_config(
     if source is not None:
         src = str(source)
         if src in preset_names():
-            _apply(cfg, _read_toml(PRESET_DIR / f"{src}.toml"), f"preset '{src}'")
+            _apply(cfg, read_toml(PRESET_DIR / f"{src}.toml"), f"preset '{src}'")
             borrowed = (cfg.env.id, cfg.run.name)
         elif src.endswith(".toml") or _is_path(src):
-            _apply(cfg, _read_toml(Path(src)), f"config file {src!r}")
+            _apply(cfg, read_toml(Path(src)), f"config file {src!r}")
         else:
             raise ConfigError(
                 f"{src!r} is neither a preset ({', '.join(preset_names())}) nor a TOML file"
@@ -834,7 +834,7 @@ def load_section(
         raise ConfigError(f"overrides {_show(overrides)}: expected a list of KEY=VALUE strings")
     holder = _sections(name, cls())
     if source is not None:
-        _apply(holder, _read_toml(Path(source)), f"config file {str(source)!r}")
+        _apply(holder, read_toml(Path(source)), f"config file {str(source)!r}")
     if values:
         _apply(holder, {name: values}, "config")
     for text in overrides:
@@ -858,4 +858,4 @@ def describe_section(obj: Any, name: str) -> str:
     return describe_config(_sections(name, obj))
 
 
-__all__ += ["describe_section", "load_section"]
+__all__ += ["describe_section", "load_section", "read_toml"]

@@ -53,6 +53,29 @@ class DQNRecipe:
     """A finished serial run keeps its running episodes and open n-step windows in the
     checkpoint (an extended run continues them exactly)."""
 
+    def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
+        """What ``shoal tune`` searches for this algorithm by default: config key ->
+        ``{low, high, log}`` or ``{choices}``, as a space file writes them. The ranges
+        follow rl-baselines3-zoo's DQN search in shoal's units (the target period in
+        updates; exploration in env steps of this run's budget; one replay ratio for its
+        train_freq and gradient_steps, at most an update per env step)."""
+        steps = cfg.run.total_steps
+        return {
+            "dqn.lr": {"low": 1e-5, "high": 3e-3, "log": True},
+            "dqn.gamma": {"choices": [0.95, 0.98, 0.99, 0.995, 0.999]},
+            "dqn.batch_size": {"choices": [32, 64, 128, 256, 512]},
+            "dqn.hidden": {"choices": [[64, 64], [128, 128], [256, 256], [400, 300]]},
+            "dqn.n_step": {"choices": [1, 3, 5]},
+            "dqn.target_period": {"low": 10, "high": max(20, min(10_000, steps)), "log": True},
+            "run.replay_ratio": {"choices": [0.0625, 0.125, 0.25, 0.5, 1.0]},
+            "explore.eps_end": {"low": 0.0, "high": 0.2},
+            "explore.eps_decay_steps": {
+                "low": max(1, steps // 100),
+                "high": max(2, steps // 2),
+                "log": True,
+            },
+        }
+
     def check(self, cfg: Config) -> None:
         """Make the env once to read it: a bad env id, an engine that cannot step it, an
         encoder that cannot read its observations or a network factory that fails, before

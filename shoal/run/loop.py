@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -65,6 +65,8 @@ class TrainResult:
     """Wall-clock seconds at that evaluation."""
     best_eval_return: float | None = None
     """Best mean greedy return of any evaluation (its weights are ``best.pt``)."""
+    ended_early: bool = False
+    """The caller's ``on_eval`` ended the run before its budget (e.g. a pruned trial)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,8 @@ class RunLoop:
         run: the run directory.
         resume: a checkpoint to continue from (``latest.pt``'s contents), or None.
         title: the curve's title.
+        on_eval: called with (env step, mean greedy return) after every evaluation;
+            True ends the run at the runner's next boundary (a tuner's pruning).
     """
 
     def __init__(
@@ -99,11 +103,14 @@ class RunLoop:
         *,
         resume: dict[str, Any] | None = None,
         title: str = "",
+        on_eval: Callable[[int, float], bool] | None = None,
     ) -> None:
         self.runner = runner
         self.cfg = runner.cfg
         self.run_dir = run
         self.title = title
+        self.on_eval = on_eval
+        self._ended_by_caller = False
         r = self.cfg.run
         self.c: dict[str, Any] = {
             "step": 0,
@@ -197,6 +204,8 @@ class RunLoop:
         if solved:
             # Read the clock after any confirmation: time-to-solve includes it.
             c["solved_step"], c["solved_wall"] = c["step"], self.wall()
+        if self.on_eval is not None and self.on_eval(c["step"], mean):
+            self._ended_by_caller = True
         return mean
 
     def _solves(self, mean: float, metrics: MetricsWriter) -> bool:
@@ -364,6 +373,8 @@ class RunLoop:
             out_of_time = r.max_minutes is not None and self.wall() >= 60 * r.max_minutes
             if c["step"] >= r.total_steps or runner.done(c["episode"]) or out_of_time:
                 return
+            if self._ended_by_caller:
+                return
             if c["step"] >= c["next_checkpoint"]:
                 while c["next_checkpoint"] <= c["step"]:
                     c["next_checkpoint"] += r.checkpoint_every
@@ -380,6 +391,7 @@ class RunLoop:
             solved_step=c["solved_step"],
             solved_wall_seconds=c["solved_wall"],
             best_eval_return=c["best_eval"],
+            ended_early=self._ended_by_caller,
         )
 
 

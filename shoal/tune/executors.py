@@ -1,0 +1,165 @@
+"""Where trials run: processes of this machine, or tasks of a Ray cluster.
+
+Both take :class:`~shoal.tune.trial.TrialJob`s and give back
+:class:`~shoal.tune.trial.TrialOutcome`s; a trial that dies (a crash, a kill) comes back
+as a failed outcome, never as an error of the study.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from shoal.tune.trial import TrialJob, TrialOutcome, run_trial
+
+__all__ = ["LocalTrials", "RayTrials"]
+
+STOP_GRACE_S = 60.0
+"""Seconds a trial gets to checkpoint after Ctrl-C before it is killed."""
+
+
+def _trial_process(job: TrialJob, conn: Connection) -> None:
+    import os
+
+    # Its own process group: a Ctrl-C at the terminal reaches the study alone, which
+    # passes one on to each trial (two would cut a trial's checkpoint short).
+    os.setpgrp()
+    _stop_with_parent()
+    try:
+        conn.send(run_trial(job))
+    except KeyboardInterrupt:
+        pass  # the study was interrupted: the run checkpointed, the study marks it
+    finally:
+        conn.close()
+
+
+def _stop_with_parent(period_s: float = 2.0) -> None:
+    """A trial whose study died (killed, so it could not stop its trials) stops as if
+    preempted: its run checkpoints and ends, and a resumed study runs it again."""
+    import os
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(period_s)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="shoal-trial-parent", daemon=True).start()
+
+
+class LocalTrials:
+    """Each trial in a fresh process of this machine (spawned: a run's torch settings, its
+    memory and any crash stay with it)."""
+
+    def __init__(self) -> None:
+        self._ctx = mp.get_context("spawn")
+        self._running: dict[int, tuple[Any, Connection]] = {}
+
+    def start(self, job: TrialJob) -> None:
+        """Start one trial."""
+        ours, theirs = self._ctx.Pipe(duplex=False)
+        process = self._ctx.Process(
+            target=_trial_process, args=(job, theirs), name=f"shoal-trial-{job.number}"
+        )
+        process.start()
+        theirs.close()
+        self._running[job.number] = (process, ours)
+
+    def running(self) -> int:
+        """Trials started and not yet collected."""
+        return len(self._running)
+
+    def wait(self, timeout: float | None = None) -> list[TrialOutcome]:
+        """The trials that ended (waiting up to ``timeout`` seconds for one)."""
+        by_sentinel = {p.sentinel: n for n, (p, _) in self._running.items()}
+        done = wait(list(by_sentinel), timeout)
+        return [self._collect(by_sentinel[s]) for s in done]
+
+    def _collect(self, number: int) -> TrialOutcome:
+        process, conn = self._running.pop(number)
+        outcome = None
+        if conn.poll():
+            try:
+                outcome = conn.recv()
+            except (EOFError, OSError):
+                pass
+        process.join()
+        conn.close()
+        if outcome is None:
+            outcome = TrialOutcome(
+                number, None, error=f"its process ended with exit code {process.exitcode}"
+            )
+        return outcome
+
+    def stop(self) -> list[int]:
+        """Stop every running trial (Ctrl-C to each, so each checkpoints; killed after
+        :data:`STOP_GRACE_S`); the numbers of those stopped."""
+        import os
+
+        stopped = list(self._running)
+        for process, _ in self._running.values():
+            if process.is_alive():
+                os.kill(process.pid, signal.SIGINT)
+        for process, conn in self._running.values():
+            process.join(STOP_GRACE_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+            conn.close()
+        self._running.clear()
+        return stopped
+
+
+class RayTrials:
+    """Each trial a Ray task (one CPU) on the cluster the study joined."""
+
+    def __init__(self, ray: Any, paths: list[str]) -> None:
+        self.ray = ray
+        self._remote = ray.remote(num_cpus=1, max_retries=0)(_ray_trial)
+        self._paths = paths
+        self._running: dict[Any, int] = {}
+
+    def start(self, job: TrialJob) -> None:
+        """Start one trial."""
+        self._running[self._remote.remote(job, self._paths)] = job.number
+
+    def running(self) -> int:
+        """Trials started and not yet collected."""
+        return len(self._running)
+
+    def wait(self, timeout: float | None = None) -> list[TrialOutcome]:
+        """The trials that ended (waiting up to ``timeout`` seconds for one)."""
+        if not self._running:
+            return []
+        done, _ = self.ray.wait(list(self._running), num_returns=1, timeout=timeout)
+        out = []
+        for ref in done:
+            number = self._running.pop(ref)
+            try:
+                out.append(self.ray.get(ref))
+            except Exception as e:  # the task's worker died, or Ray lost it
+                line = (str(e).strip().splitlines() or [type(e).__name__])[0]
+                out.append(TrialOutcome(number, None, error=f"its Ray task failed: {line}"))
+        return out
+
+    def stop(self) -> list[int]:
+        """Cancel every running trial; the numbers of those stopped."""
+        stopped = list(self._running.values())
+        for ref in self._running:
+            self.ray.cancel(ref, force=True)
+        self._running.clear()
+        return stopped
+
+
+def _ray_trial(job: TrialJob, paths: list[str]) -> TrialOutcome:
+    """A trial in a Ray worker: the driver's import paths first (the user's own env or
+    network modules, found as the driver finds them)."""
+    from shoal.run.imports import adopt_search_path
+
+    adopt_search_path(paths)
+    return run_trial(job)

@@ -1,0 +1,516 @@
+"""A tuning study: Optuna's TPE sampler proposes configs, each trial is a shoal run, the
+study's median pruner stops trials that evaluate below the others, the best config is
+written as a TOML file ``shoal train`` takes.
+
+A study lives in one directory, so it can be stopped and resumed (Ctrl-C, SIGTERM, a lost
+machine):
+
+``study.toml``
+    the base config, the search space and the study's settings (what a resume reads);
+``journal.log``
+    Optuna's storage (every trial, its parameters, its evaluations, its end);
+``trials/NNNN/``
+    each trial's run directory (config, metrics, checkpoints, curve);
+``trials.csv``
+    a row per trial: state, score, env steps, seconds, parameters;
+``best.toml``
+    the best trial's config, for ``shoal train best.toml``.
+
+The driver asks Optuna for a trial, fixes its config, and hands it to an executor (a
+process here, or a Ray task); trials report each evaluation to the storage themselves, so
+pruning needs nothing of the driver. A trial scores its ``best.pt`` on fresh episodes,
+since that is the policy a user keeps.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from shoal.config import Config, config_to_dict, load_config, read_toml
+from shoal.errors import ConfigError
+from shoal.tune.space import SearchSpace, apply_values
+from shoal.tune.trial import TrialJob, TrialOutcome, make_pruner, open_storage
+
+__all__ = ["TuneResult", "TuneSettings", "resume_study", "tune"]
+
+STUDY_NAME = "shoal"
+
+CUT = "stopped with the study"
+"""The error of a trial a stop cut short: not the config's fault, so a resumed study runs
+its parameters again and does not count it against the budget."""
+
+
+@dataclass
+class TuneSettings:
+    """How a study searches and how much it may spend."""
+
+    trials: int = 50
+    """Trials in the study in all (a resumed study counts the ones before)."""
+    hours: float | None = None
+    """Wall-clock hours of the study across resumes; no trial starts after them (None:
+    no limit). On N cores with ``parallel = N`` that is N CPU-hours."""
+    parallel: int = 1
+    """Trials side by side."""
+    eval_episodes: int = 20
+    """Greedy episodes that score a trial's best.pt."""
+    seed: int = 0
+    """The sampler's seed; trial k trains with run seed ``seed + k``."""
+    startup_trials: int = 10
+    """Trials sampled at random before TPE models the results."""
+    prune_startup_trials: int = 5
+    """Finished trials before any is pruned."""
+    prune_warmup: float = 1 / 3
+    """Share of a trial's env steps before it may be pruned."""
+    ray: bool = False
+    """Trials as tasks of a Ray cluster (``ray_address``, else RAY_ADDRESS, else a local
+    Ray)."""
+    ray_address: str = ""
+
+    def check(self) -> None:
+        """A one-line ConfigError for a setting out of range."""
+        checks = [
+            ("trials", self.trials, self.trials >= 1, ">= 1"),
+            ("hours", self.hours, self.hours is None or self.hours > 0, "> 0"),
+            ("parallel", self.parallel, 1 <= self.parallel <= 1024, "1 to 1024"),
+            ("eval_episodes", self.eval_episodes, self.eval_episodes >= 1, ">= 1"),
+            ("seed", self.seed, 0 <= self.seed < 2**63, "0 to 2**63 - 1"),
+            ("startup_trials", self.startup_trials, self.startup_trials >= 0, ">= 0"),
+            (
+                "prune_startup_trials",
+                self.prune_startup_trials,
+                self.prune_startup_trials >= 0,
+                ">= 0",
+            ),
+            ("prune_warmup", self.prune_warmup, 0 <= self.prune_warmup <= 1, "0 to 1"),
+        ]
+        for name, value, ok, allowed in checks:
+            if not ok:
+                raise ConfigError(f"tune {name}: {value!r} is out of range; allowed: {allowed}")
+
+
+@dataclass
+class TuneResult:
+    """What a study found."""
+
+    study_dir: str
+    best_value: float | None
+    """The best trial's score (None: no trial finished)."""
+    best_trial: int | None
+    best_config: str | None
+    """``best.toml``'s path."""
+    trials: dict[str, int] = field(default_factory=dict)
+    """Trials by state (complete, pruned, fail)."""
+
+
+def _optuna() -> Any:
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError(
+            "shoal tune needs Optuna: pip install 'shoal[tune]' (or pip install optuna)"
+        ) from None
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    return optuna
+
+
+def tune(
+    base: Config,
+    space: SearchSpace,
+    settings: TuneSettings,
+    study_dir: str | Path,
+    *,
+    progress: bool = True,
+) -> TuneResult:
+    """Start a study in ``study_dir`` (new or empty) and run it to its budget."""
+    optuna = _optuna()
+    settings.check()
+    directory = Path(study_dir)
+    if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+        raise ConfigError(
+            f"study directory '{directory}' exists; continue it with shoal tune --resume "
+            f"{directory}, or name a new one"
+        )
+    _check_runner(base, settings)
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_study_file(directory, base, space, settings)
+    return _Study(optuna, directory, base, space, settings, progress).run()
+
+
+def resume_study(
+    study_dir: str | Path,
+    *,
+    trials: int | None = None,
+    hours: float | None = None,
+    parallel: int | None = None,
+    progress: bool = True,
+) -> TuneResult:
+    """Continue a study from its directory (trials cut by the stop count as failed)."""
+    optuna = _optuna()
+    directory = Path(study_dir)
+    if not (directory / "study.toml").is_file():
+        raise ConfigError(f"'{directory}' is not a study directory (it has no study.toml)")
+    data = read_toml(directory / "study.toml")
+    base = load_config(None, values=data["config"])
+    space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
+    settings = TuneSettings(**data["settings"])
+    for name, value in (("trials", trials), ("hours", hours), ("parallel", parallel)):
+        if value is not None:
+            setattr(settings, name, value)
+    settings.check()
+    _write_study_file(directory, base, space, settings)
+    return _Study(optuna, directory, base, space, settings, progress).run()
+
+
+def _check_runner(base: Config, settings: TuneSettings) -> None:
+    if settings.ray and base.run.runner == "ray":
+        raise ConfigError(
+            "run.runner 'ray' inside Ray trials: tune the ray runner with local trials "
+            "(drop --ray), or tune another runner on the cluster"
+        )
+
+
+def _write_study_file(directory: Path, base: Config, space: SearchSpace, s: TuneSettings) -> None:
+    import tomli_w
+
+    from shoal.run.files import atomic_write_text
+
+    settings = {k: v for k, v in asdict(s).items() if v is not None}
+    data = {"settings": settings, "space": space.as_toml(), "config": config_to_dict(base)}
+    atomic_write_text(directory / "study.toml", tomli_w.dumps(data))
+
+
+class _Study:
+    """The driver of one study's session (see the module docstring)."""
+
+    def __init__(
+        self,
+        optuna: Any,
+        directory: Path,
+        base: Config,
+        space: SearchSpace,
+        settings: TuneSettings,
+        progress: bool,
+    ) -> None:
+        self.optuna, self.dir, self.base, self.space, self.s = (
+            optuna,
+            directory,
+            base,
+            space,
+            settings,
+        )
+        self.pruner_args = {
+            "n_startup_trials": settings.prune_startup_trials,
+            "n_warmup_steps": int(base.run.total_steps * settings.prune_warmup),
+        }
+        self.storage_spec: tuple[Any, ...] = ("journal", str(directory / "journal.log"))
+        storage = open_storage(self.storage_spec)
+        try:
+            done = len(optuna.load_study(study_name=STUDY_NAME, storage=storage).trials)
+        except KeyError:  # a new study
+            done = 0
+        # Seeded by what was done before, so that a resumed study does not draw its
+        # random start-up trials again.
+        sampler = optuna.samplers.TPESampler(
+            n_startup_trials=settings.startup_trials, multivariate=True, seed=settings.seed + done
+        )
+        self.study = optuna.create_study(
+            study_name=STUDY_NAME,
+            storage=storage,
+            direction="maximize",
+            sampler=sampler,
+            pruner=make_pruner(self.pruner_args),
+            load_if_exists=True,
+        )
+        self.progress = progress
+        self.executor: Any = None
+        self.asked: dict[int, Any] = {}
+        """Optuna's trial objects of the trials running, by number."""
+        self.jobs: dict[int, TrialJob] = {}
+
+    # --- the loop -----------------------------------------------------------------------
+    def run(self) -> TuneResult:
+        from shoal.run.preemption import preemption_signals
+
+        self._fail_cut_trials()
+        self.t0 = time.perf_counter()
+        self.wall_before = float(self.study.user_attrs.get("wall_s", 0.0))
+        with preemption_signals(), _View(self.progress, self.s.trials) as view:
+            self.view = view
+            view.update(self._finished(), self._best_line())
+            self.executor = self._executor()
+            try:
+                self._loop()
+            except KeyboardInterrupt as e:
+                for number in self.executor.stop():  # cut: it will never report
+                    self._tell(TrialOutcome(number, None, error=CUT))
+                e.study_dir = str(self.dir)  # type: ignore[attr-defined]  # for the CLI's line
+                raise
+            finally:
+                self._save_wall()
+                self._write_trials_csv()
+        return self._result()
+
+    def _loop(self) -> None:
+        while True:
+            while self.executor.running() < self.s.parallel and self._may_start():
+                self._start_one()
+            if not self.executor.running():
+                return
+            for outcome in self.executor.wait(timeout=5.0):
+                self._tell(outcome)
+
+    def _may_start(self) -> bool:
+        if self._counted() >= self.s.trials:
+            return False
+        return self.s.hours is None or self._wall() < 3600 * self.s.hours
+
+    def _start_one(self) -> None:
+        trial = self.study.ask()
+        values = self.space.sample(trial)
+        values["run.seed"] = self.base.run.seed + trial.number
+        values["run.progress"] = False
+        try:
+            cfg = apply_values(self.base, values)
+        except ConfigError as e:  # keys that do not go together (eps_end > eps_start)
+            self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
+            self.view.line(f"trial {trial.number}: not a valid config ({e})")
+            return
+        job = TrialJob(
+            number=trial.number,
+            trial_id=trial._trial_id,  # Optuna names a trial to other processes by it
+            config=config_to_dict(cfg),
+            run_dir=str(self.dir / "trials" / f"{trial.number:04d}"),
+            storage=self.storage_spec,
+            study_name=STUDY_NAME,
+            pruner=self.pruner_args,
+            eval_episodes=self.s.eval_episodes,
+        )
+        self.asked[trial.number], self.jobs[trial.number] = trial, job
+        self.executor.start(job)
+
+    def _tell(self, outcome: TrialOutcome) -> None:
+        state = self.optuna.trial.TrialState
+        number = outcome.number
+        trial, job = self.asked.pop(number), self.jobs.pop(number)
+        params = trial.params
+        if outcome.pruned:
+            self.study.tell(trial, state=state.PRUNED)
+            text = f"pruned after {outcome.steps} env steps"
+        elif outcome.value is None:
+            trial.set_user_attr("error", outcome.error)
+            self.study.tell(trial, state=state.FAIL)
+            text = f"failed: {outcome.error}"
+        else:
+            self.study.tell(trial, outcome.value)
+            text = f"{outcome.value:.1f}"
+            if self.study.best_trial.number == number:
+                self._write_best(job, outcome.value)
+                text += " (best so far)"
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
+        self.view.line(f"trial {number}: {text}, {outcome.wall_s:.0f} s  [{shown}]")
+        self.view.update(self._finished(), self._best_line())
+        self._save_wall()
+        self._write_trials_csv()
+
+    # --- files --------------------------------------------------------------------------
+    def _write_best(self, job: TrialJob, value: float) -> None:
+        """``best.toml``: the trial's config with the base's seed, name and output."""
+        import tomli_w
+
+        from shoal.run.files import atomic_write_text
+
+        number = job.number
+        cfg = load_config(None, values=job.config)
+        # Trials hide their bars; a user trains the best config at a terminal.
+        cfg.run.seed, cfg.run.progress = self.base.run.seed, True
+        cfg.run.name, cfg.run.out = self.base.run.name, self.base.run.out
+        head = (
+            f"# shoal tune: trial {number} of the study in {self.dir}, best.pt scored "
+            f"{value:.2f} over {self.s.eval_episodes} greedy episodes.\n"
+            f"# Train it with: shoal train {self.dir / 'best.toml'}\n"
+        )
+        atomic_write_text(self.dir / "best.toml", head + tomli_w.dumps(config_to_dict(cfg)))
+
+    def _write_trials_csv(self) -> None:
+        from shoal.run.files import atomic_write_text
+
+        keys = list(self.space.dimensions)
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["trial", "state", "score", "last_step", "seconds", *keys])
+        for t in self.study.trials:
+            seconds = (
+                (t.datetime_complete - t.datetime_start).total_seconds()
+                if t.datetime_complete and t.datetime_start
+                else ""
+            )
+            writer.writerow(
+                [
+                    t.number,
+                    t.state.name.lower(),
+                    "" if t.value is None else t.value,
+                    t.last_step if t.last_step is not None else "",
+                    seconds,
+                    *(t.params.get(k, "") for k in keys),
+                ]
+            )
+        atomic_write_text(self.dir / "trials.csv", out.getvalue())
+
+    # --- bookkeeping --------------------------------------------------------------------
+    def _fail_cut_trials(self) -> None:
+        """Trials a stop cut short run again: those it left running (the study was killed)
+        are failed as cut, and each cut trial's parameters are queued once more."""
+        state = self.optuna.trial.TrialState
+        for t in self.study.trials:
+            if t.state == state.RUNNING:
+                self.optuna.trial.Trial(self.study, t._trial_id).set_user_attr("error", CUT)
+                self.study.tell(t.number, state=state.FAIL)
+        requeued = set(self.study.user_attrs.get("requeued", []))
+        for t in self.study.get_trials(deepcopy=False):
+            if t.user_attrs.get("error") == CUT and t.number not in requeued:
+                self.study.enqueue_trial(t.params, skip_if_exists=False)
+                requeued.add(t.number)
+        self.study.set_user_attr("requeued", sorted(requeued))
+
+    def _counted(self) -> int:
+        """Trials that count against the budget: all but those a stop cut short."""
+        return sum(t.user_attrs.get("error") != CUT for t in self.study.get_trials(deepcopy=False))
+
+    def _finished(self) -> int:
+        running = self.optuna.trial.TrialState.RUNNING
+        return sum(t.state != running for t in self.study.trials)
+
+    def _wall(self) -> float:
+        return self.wall_before + time.perf_counter() - self.t0
+
+    def _save_wall(self) -> None:
+        self.study.set_user_attr("wall_s", self._wall())
+
+    def _best_line(self) -> str:
+        done = [t for t in self.study.trials if t.value is not None]
+        if not done:
+            return "no trial finished yet"
+        best = self.study.best_trial
+        return f"best {best.value:.1f} (trial {best.number})"
+
+    def _executor(self) -> Any:
+        from shoal.tune.executors import LocalTrials
+
+        if not self.s.ray:
+            return LocalTrials()
+        return _ray_executor(self)
+
+    def _result(self) -> TuneResult:
+        counts: dict[str, int] = {}
+        for t in self.study.trials:
+            counts[t.state.name.lower()] = counts.get(t.state.name.lower(), 0) + 1
+        try:
+            best = self.study.best_trial
+        except ValueError:
+            return TuneResult(str(self.dir), None, None, None, counts)
+        return TuneResult(
+            str(self.dir), best.value, best.number, str(self.dir / "best.toml"), counts
+        )
+
+
+def _ray_executor(study: _Study) -> Any:
+    """Trials as Ray tasks: join the cluster at the study's address (or RAY_ADDRESS), else
+    start a local Ray. On a cluster, trials on other machines reach the study's journal
+    through a gRPC proxy this process serves (Optuna's); a local Ray's trials open the
+    journal file itself."""
+    import os
+    import socket
+    import threading
+
+    from shoal.run.imports import search_path
+    from shoal.runners.ray.address import local_auth_warning, preflight
+    from shoal.runners.ray.runner import _ray, local_ray_options
+    from shoal.tune.executors import RayTrials
+
+    ray = _ray()
+    address = study.s.ray_address or os.environ.get("RAY_ADDRESS", "")
+    if not ray.is_initialized():
+        if address:
+            preflight(address, "--ray-address" if study.s.ray_address else "RAY_ADDRESS")
+            ray.init(address=address, log_to_driver=False)
+        else:
+            if warning := local_auth_warning():
+                print(warning, file=sys.stderr)
+            ray.init(**local_ray_options())
+    if address:
+        import warnings
+
+        from optuna.exceptions import ExperimentalWarning
+        from optuna.storages import run_grpc_proxy_server
+
+        # Optuna marks its gRPC proxy experimental (since 4.2); what we use of it is small.
+        warnings.filterwarnings("ignore", category=ExperimentalWarning)
+
+        host = ray.util.get_node_ip_address()
+        with socket.socket() as probe:  # a free port on the address the cluster sees
+            probe.bind((host, 0))
+            port = probe.getsockname()[1]
+        storage = open_storage(study.storage_spec)
+        threading.Thread(
+            target=run_grpc_proxy_server,
+            args=(storage,),
+            kwargs={"host": host, "port": port},
+            name="shoal-tune-storage",
+            daemon=True,
+        ).start()
+        study.storage_spec = ("grpc", host, port)
+    return RayTrials(ray, search_path())
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+class _View:
+    """The study's progress: a bar over trials with the best so far, and a line per
+    finished trial above it (plain lines without a bar)."""
+
+    def __init__(self, enabled: bool, total: int) -> None:
+        self.enabled, self.total = enabled, total
+        self._progress: Any = None
+
+    def __enter__(self) -> _View:
+        if self.enabled:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn("[bold]trials"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[best]}"),
+            )
+            self._progress.__enter__()
+            self._task = self._progress.add_task("trials", total=self.total, best="")
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._progress is not None:
+            self._progress.__exit__(*exc)
+
+    def update(self, started: int, best: str) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=started, best=best)
+
+    def line(self, text: str) -> None:
+        if self._progress is not None:
+            self._progress.console.print(text, highlight=False, markup=False)
+        else:
+            print(text, file=sys.stdout, flush=True)

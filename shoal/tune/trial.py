@@ -1,0 +1,109 @@
+"""One trial of a study: a shoal run in its own directory, whose evaluations go to the
+study as they happen (the study's pruner may end it), scored at its end by its ``best.pt``
+on fresh episodes: what ``shoal eval`` would say of it, not the evaluation that picked it.
+
+It runs wherever the study sends it (a process of this machine, a Ray task on a cluster),
+with nothing but a :class:`TrialJob`: the storage it reports to is named, not shared.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["TrialJob", "TrialOutcome", "open_storage", "run_trial"]
+
+
+@dataclass(frozen=True)
+class TrialJob:
+    """Everything a trial needs, picklable."""
+
+    number: int
+    """The trial's number in the study (its run directory's name)."""
+    trial_id: int
+    """Optuna's id of the trial in the storage."""
+    config: dict[str, Any]
+    """The trial's whole config (``config_to_dict``)."""
+    run_dir: str
+    storage: tuple[Any, ...]
+    """Where the study lives: ``("journal", path)`` or ``("grpc", host, port)``."""
+    study_name: str
+    pruner: dict[str, int] = field(default_factory=dict)
+    """MedianPruner's arguments (the pruner is not kept in the storage)."""
+    eval_episodes: int = 20
+    """Greedy episodes that score ``best.pt`` at the end."""
+
+
+@dataclass(frozen=True)
+class TrialOutcome:
+    """How a trial ended."""
+
+    number: int
+    value: float | None
+    """The score: best.pt's mean greedy return on fresh episodes (None: it failed)."""
+    pruned: bool = False
+    steps: int = 0
+    """Env steps trained."""
+    wall_s: float = 0.0
+    """Seconds the trial took, start to score."""
+    error: str = ""
+    """What went wrong, one line (a failed trial)."""
+
+
+def open_storage(spec: tuple[Any, ...]) -> Any:
+    """The Optuna storage a spec names: a journal file on this machine, or the study
+    driver's gRPC proxy (trials on other machines of a Ray cluster)."""
+    import optuna
+
+    if spec[0] == "journal":
+        from optuna.storages.journal import JournalFileBackend
+
+        return optuna.storages.JournalStorage(JournalFileBackend(str(spec[1])))
+    import warnings
+
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    return optuna.storages.GrpcStorageProxy(host=spec[1], port=spec[2])
+
+
+def make_pruner(args: dict[str, int]) -> Any:
+    """The study's pruner: a trial whose evaluation falls below the median of the earlier
+    trials' at the same step is stopped (after a few trials and a warm-up)."""
+    import optuna
+
+    return optuna.pruners.MedianPruner(**args)
+
+
+def run_trial(job: TrialJob) -> TrialOutcome:
+    """Train the trial's run, reporting each evaluation; score its best.pt."""
+    import optuna
+
+    from shoal.api import evaluate_run, train
+    from shoal.config import load_config
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    t0 = time.perf_counter()
+    try:
+        study = optuna.load_study(
+            study_name=job.study_name,
+            storage=open_storage(job.storage),
+            pruner=make_pruner(job.pruner),
+        )
+        trial = optuna.trial.Trial(study, job.trial_id)
+
+        def report(step: int, mean: float) -> bool:
+            trial.report(mean, step)
+            return trial.should_prune()
+
+        cfg = load_config(None, values=job.config)
+        result = train(cfg, run_dir=job.run_dir, on_eval=report)
+        if result.ended_early:
+            return TrialOutcome(job.number, None, True, result.env_steps, time.perf_counter() - t0)
+        score = float(evaluate_run(job.run_dir, job.eval_episodes).mean())
+        return TrialOutcome(job.number, score, False, result.env_steps, time.perf_counter() - t0)
+    except KeyboardInterrupt:
+        raise
+    except Exception as e:
+        last = traceback.format_exception_only(type(e), e)[-1].strip()
+        return TrialOutcome(job.number, None, error=last, wall_s=time.perf_counter() - t0)

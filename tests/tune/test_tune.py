@@ -1,0 +1,312 @@
+"""shoal tune: a study end to end, pruning, a stopped study resumed, Ray trials, bad input."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shoal.cli import main
+from shoal.config import load_config
+from shoal.errors import ConfigError
+from shoal.tune import SearchSpace, TuneSettings, resume_study, tune
+
+pytestmark = pytest.mark.timeout(240)
+
+optuna = pytest.importorskip("optuna")
+
+TINY = [
+    "dqn.hidden=[32]",
+    "run.total_steps=400",
+    "run.learning_starts=100",
+    "run.eval_every=200",
+    "run.eval_episodes=2",
+    "run.checkpoint_every=200",
+    "run.stop_return=none",
+    "env.max_episode_steps=100",
+]
+"""A CartPole base whose runs take a second or two."""
+
+SMALL_SPACE = {
+    "space": {
+        "dqn": {
+            "lr": {"low": 1e-4, "high": 1e-2, "log": True},
+            "hidden": {"choices": [[16], [32, 32]]},
+        }
+    },
+    "keep": [
+        "dqn.gamma",
+        "dqn.batch_size",
+        "dqn.n_step",
+        "dqn.target_period",
+        "run.replay_ratio",
+        "explore.eps_end",
+        "explore.eps_decay_steps",
+    ],
+}
+
+
+def sets(overrides):
+    return [x for o in overrides for x in ("--set", o)]
+
+
+def rows(study: Path) -> list[dict[str, str]]:
+    with open(study / "trials.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_tiny_study_end_to_end(tmp_path, capsys):
+    """Two trials, each a shoal run in the study; best.toml is the best trial's config and
+    shoal train takes it."""
+    study = tmp_path / "study"
+    code = main(
+        [
+            "tune",
+            "cartpole",
+            *sets(TINY),
+            "--trials",
+            "2",
+            "--eval-episodes",
+            "2",
+            "--study-dir",
+            str(study),
+            "--no-progress",
+        ]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "trial 0:" in out and "trial 1:" in out and "best" in out
+    table = rows(study)
+    assert [r["state"] for r in table] == ["complete", "complete"]
+    assert sorted(p.name for p in (study / "trials").iterdir()) == ["0000", "0001"]
+    for r in table:  # each trial ran the sampled config, on its own seed
+        cfg = load_config(study / "trials" / f"{int(r['trial']):04d}" / "config.toml")
+        assert cfg.dqn.lr == pytest.approx(float(r["dqn.lr"]))
+        assert cfg.run.seed == int(r["trial"])
+        assert cfg.run.total_steps == 400  # --set keys are the base, not searched
+    best = max(table, key=lambda r: float(r["score"]))
+    cfg = load_config(study / "best.toml")
+    assert cfg.dqn.lr == pytest.approx(float(best["dqn.lr"]))
+    assert f"best {float(best['score']):.2f} (trial {best['trial']}" in out
+    assert cfg.run.seed == 0 and cfg.run.progress is True
+    assert (
+        main(
+            [
+                "train",
+                str(study / "best.toml"),
+                "--run-dir",
+                str(tmp_path / "again"),
+                "--no-progress",
+                "--steps",
+                "200",
+            ]
+        )
+        == 0
+    )
+
+
+def test_a_trial_below_the_others_is_pruned(tmp_path):
+    """A trial whose evaluation falls below the median of the finished ones at the same
+    step ends there (the run stops early, checkpointed) and is told pruned."""
+    from shoal.tune.trial import TrialJob, make_pruner, open_storage, run_trial
+
+    storage_spec = ("journal", str(tmp_path / "journal.log"))
+    pruner = {"n_startup_trials": 1, "n_warmup_steps": 0}
+    study = optuna.create_study(
+        study_name="s",
+        storage=open_storage(storage_spec),
+        direction="maximize",
+        pruner=make_pruner(pruner),
+    )
+    lr = optuna.distributions.FloatDistribution(1e-5, 1e-1, log=True)
+    study.add_trial(
+        optuna.trial.create_trial(
+            value=500.0,
+            params={"dqn.lr": 1e-3},
+            distributions={"dqn.lr": lr},
+            intermediate_values={step: 500.0 for step in range(0, 10_001, 100)},
+        )
+    )
+    trial = study.ask({"dqn.lr": lr})
+    base = load_config(None, TINY + ["run.total_steps=2000"])
+    from shoal.config import config_to_dict
+
+    job = TrialJob(
+        0,
+        trial._trial_id,
+        config_to_dict(base),
+        str(tmp_path / "run"),
+        storage_spec,
+        "s",
+        pruner,
+        2,
+    )
+    outcome = run_trial(job)
+    assert outcome.pruned and outcome.value is None
+    assert 200 <= outcome.steps < 2000
+    assert (tmp_path / "run" / "checkpoints" / "latest.pt").is_file()
+
+
+def test_the_run_loop_ends_a_run_when_on_eval_says_so(tmp_path):
+    import shoal
+
+    seen = []
+
+    def on_eval(step: int, mean: float) -> bool:
+        seen.append(step)
+        return step >= 400
+
+    r = shoal.train(
+        "cartpole",
+        overrides=TINY + ["run.total_steps=2000", "run.progress=false"],
+        run_dir=tmp_path / "r",
+        on_eval=on_eval,
+    )
+    assert r.ended_early and 400 <= r.env_steps < 2000
+    assert seen[:2] == [200, 400]
+    r = shoal.train(
+        "cartpole",
+        overrides=TINY + ["run.progress=false"],
+        run_dir=tmp_path / "s",
+        on_eval=lambda step, mean: False,
+    )
+    assert not r.ended_early and r.env_steps >= 400
+
+
+def _wait_for(predicate, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.2)
+
+
+def test_a_stopped_study_resumes_and_runs_its_cut_trial_again(tmp_path):
+    """SIGTERM stops the study (exit 143) with its trials checkpointed; --resume runs the
+    cut trial's parameters again and ends at the budget, the cut one not counted."""
+    study = tmp_path / "study"
+    args = [
+        "tune",
+        "cartpole",
+        *sets(TINY),
+        "--set",
+        "run.total_steps=3000",
+        "--trials",
+        "3",
+        "--eval-episodes",
+        "2",
+        "--study-dir",
+        str(study),
+        "--no-progress",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "shoal.cli", *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: (study / "trials" / "0001" / "metrics.csv").is_file(), 120)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, err
+    assert f"continue with `shoal tune --resume {study}`" in err
+    cut = [r for r in rows(study) if r["state"] == "fail"]
+    assert cut and (study / "trials" / f"{int(cut[0]['trial']):04d}" / "checkpoints").is_dir()
+    result = resume_study(study, progress=False)
+    table = rows(study)
+    complete = [r for r in table if r["state"] == "complete"]
+    assert len(complete) == 3 and result.trials.get("complete") == 3
+    for r in cut:  # the cut trial's parameters ran again
+        again = [c for c in complete if c["dqn.lr"] == r["dqn.lr"]]
+        assert again, (r, table)
+    assert result.best_config and Path(result.best_config).is_file()
+
+
+def test_trials_on_ray_report_through_the_study_s_storage_proxy(tmp_path, ray_session):
+    """Trials as Ray tasks; with a cluster address they reach the study through its gRPC
+    proxy (the journal file is on the driver's machine)."""
+    base = load_config("cartpole", TINY)
+    space = SearchSpace.build(base, SMALL_SPACE)
+    settings = TuneSettings(trials=2, parallel=2, eval_episodes=2, ray=True, ray_address="auto")
+    result = tune(base, space, settings, tmp_path / "study", progress=False)
+    assert result.trials == {"complete": 2}
+    assert [r["state"] for r in rows(tmp_path / "study")] == ["complete", "complete"]
+
+
+def test_search_space_keys_are_checked_against_the_config():
+    base = load_config("cartpole", TINY)
+    space = SearchSpace.build(base, SMALL_SPACE, fixed=["dqn.lr"])
+    assert list(space.dimensions) == ["dqn.hidden"]  # lr set by the user, the rest kept
+    default = SearchSpace.build(base)
+    assert {"dqn.lr", "dqn.gamma", "run.replay_ratio"} <= set(default.dimensions)
+    steps = SearchSpace.build(
+        base, {"space": {"explore": {"eps_decay_steps": {"low": 1e2, "high": 1e3}}}}
+    )
+    d = steps.dimensions["explore.eps_decay_steps"]
+    assert (d.low, d.high) == (100, 1000) and isinstance(d.low, int)
+    bad = [
+        ({"space": {"dqn": {"lrr": {"low": 1, "high": 2}}}}, "'dqn.lrr'"),
+        ({"space": {"dqn": {"lr": {"low": -1.0, "high": 1e-3}}}}, "low = -1.0"),
+        ({"space": {"dqn": {"lr": {"low": 1e-2, "high": 1e-3}}}}, "must be below high"),
+        ({"space": {"dqn": {"hidden": {"choices": []}}}}, "non-empty list"),
+        ({"space": {"dqn": {"hidden": {"choices": [[0]]}}}}, "choice [0]"),
+        ({"space": {"dqn": {"lr": {"low": 0.0, "high": 1.0, "log": True}}}}, "log scale"),
+        ({"space": {"dqn": {"lr": 0.1}}}, "expected {low"),
+        ({"keep": ["nope.x"]}, "'nope.x'"),
+        ({"spaces": {}}, "unknown table 'spaces'"),
+    ]
+    for data, needle in bad:
+        with pytest.raises(ConfigError, match=None) as e:
+            SearchSpace.build(base, data)
+        assert needle in str(e.value) and "\n" not in str(e.value), (data, str(e.value))
+
+
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--hours", "0"], "tune hours: 0.0 is out of range"),
+        (["--trials", "0"], "tune trials: 0 is out of range"),
+        (["--parallel", "0"], "tune parallel: 0 is out of range"),
+        (["--space", "SPACE"], "search space key 'dqn.lrr'"),
+        (["--space", "MISSING"], "MISSING"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, extra, needle):
+    space = tmp_path / "space.toml"
+    space.write_text("[space.dqn]\nlrr = { low = 1e-4, high = 1e-3 }\n")
+    extra = [
+        str(space) if e == "SPACE" else str(tmp_path / "missing.toml") if e == "MISSING" else e
+        for e in extra
+    ]
+    study = tmp_path / "study"
+    code = main(["tune", "cartpole", "--study-dir", str(study), "--no-progress", *extra])
+    out, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and err.startswith("shoal: error:"), err
+    assert needle.replace("MISSING", "missing.toml") in err
+    assert not study.exists()
+
+
+def test_without_optuna_tune_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    code = main(["tune", "cartpole", "--study-dir", str(tmp_path / "s")])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1
+    assert "pip install 'shoal[tune]'" in err
+
+
+def test_an_existing_study_directory_is_refused(tmp_path, capsys):
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / "x").write_text("mine")
+    code = main(["tune", "cartpole", "--study-dir", str(study), "--no-progress"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "--resume" in err and (study / "x").read_text() == "mine"
