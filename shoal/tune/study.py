@@ -61,9 +61,10 @@ class TuneSettings:
     """Greedy episodes that score a trial's best.pt."""
     seed: int = 0
     """The sampler's seed; trial k trains with run seed ``seed + k``."""
-    startup_trials: int = 10
-    """Trials sampled at random before TPE models the results."""
-    prune_startup_trials: int = 5
+    startup_trials: int = 5
+    """Trials sampled at random before TPE models the results (Optuna's default is 10,
+    for studies of hundreds of trials; a study of a few CPU-hours runs 10-30)."""
+    prune_startup_trials: int = 3
     """Finished trials before any is pruned."""
     prune_warmup: float = 1 / 3
     """Share of a trial's env steps before it may be pruned."""
