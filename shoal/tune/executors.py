@@ -114,12 +114,17 @@ class LocalTrials:
         self._running.clear()
         return stopped
 
+    def close(self) -> None:
+        """Nothing to release (every trial's process is joined when collected)."""
+
 
 class RayTrials:
     """Each trial a Ray task (one CPU) on the cluster the study joined."""
 
-    def __init__(self, ray: Any, paths: list[str]) -> None:
+    def __init__(self, ray: Any, paths: list[str], *, started_ray: bool = False) -> None:
         self.ray = ray
+        self.started_ray = started_ray
+        """Whether the study started this Ray (a local one): it shuts it down at the end."""
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_ray_trial)
         self._paths = paths
         self._running: dict[Any, int] = {}
@@ -154,6 +159,11 @@ class RayTrials:
             self.ray.cancel(ref, force=True)
         self._running.clear()
         return stopped
+
+    def close(self) -> None:
+        """Shut down a Ray the study started; leave a cluster it joined running."""
+        if self.started_ray and self.ray.is_initialized():
+            self.ray.shutdown()
 
 
 def _ray_trial(job: TrialJob, paths: list[str]) -> TrialOutcome:

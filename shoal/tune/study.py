@@ -255,6 +255,7 @@ class _Study:
             finally:
                 self._save_wall()
                 self._write_trials_csv()
+                self.executor.close()
         return self._result()
 
     def _loop(self) -> None:
@@ -436,7 +437,8 @@ def _ray_executor(study: _Study) -> Any:
 
     ray = _ray()
     address = study.s.ray_address or os.environ.get("RAY_ADDRESS", "")
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         if address:
             preflight(address, "--ray-address" if study.s.ray_address else "RAY_ADDRESS")
             ray.init(address=address, log_to_driver=False)
@@ -466,7 +468,10 @@ def _ray_executor(study: _Study) -> Any:
             daemon=True,
         ).start()
         study.storage_spec = ("grpc", host, port)
-    return RayTrials(ray, search_path())
+        proxy = open_storage(study.storage_spec)
+        proxy.wait_server_ready(timeout=60)  # before a trial on another machine asks it
+        proxy.close()
+    return RayTrials(ray, search_path(), started_ray=started)
 
 
 def _short(value: Any) -> str:
