@@ -433,19 +433,12 @@ def _tune(args: argparse.Namespace) -> int:
         else:
             result = _new_study(args, tuning)
     except KeyboardInterrupt as e:
-        from shoal.run.preemption import Preempted
-
         where = getattr(e, "study_dir", None) or args.study_resume or args.study_dir
-        why = f"stopped by {e.args[0]}" if isinstance(e, Preempted) else "interrupted"
-        if where is None:
-            print(f"shoal: {why} before the study started", file=sys.stderr)
-        else:
-            print(
-                f"shoal: {why}; the study is saved in {where} (trials cut short run again); "
-                f"continue with `shoal tune --resume {where}`",
-                file=sys.stderr,
-            )
-        return e.exit_code if isinstance(e, Preempted) else 130
+        saved = (
+            f"the study is saved in {where} (trials cut short run again); continue with "
+            f"`shoal tune --resume {where}`"
+        )
+        return _stopped(e, None if where is None else saved, "before the study started")
     counts = ", ".join(f"{n} {state}" for state, n in sorted(result.trials.items()))
     if result.best_value is None:
         print(f"study {result.study_dir}: no trial finished ({counts})")
@@ -489,19 +482,22 @@ def _new_study(args: argparse.Namespace, tuning: Any) -> Any:
 
 def _interrupted(e: KeyboardInterrupt, target: str | None) -> int:
     """The line after Ctrl-C, SIGTERM or SIGUSR1 stopped a run (its checkpoint written):
-    where it is and how to go on. Exit code 130 for Ctrl-C, 128 + the signal otherwise."""
+    where it is and how to go on."""
+    run_dir = getattr(e, "run_dir", None) or target
+    saved = f"checkpoint saved in {run_dir}; continue with `shoal train --resume {run_dir}`"
+    # Cut before the run directory existed: nothing to resume.
+    return _stopped(
+        e, None if run_dir is None else saved, "before training started; nothing was saved"
+    )
+
+
+def _stopped(e: KeyboardInterrupt, saved: str | None, unsaved: str) -> int:
+    """Print why the command stopped and what was kept (``saved``, else ``unsaved``);
+    the exit code: 130 for Ctrl-C, 128 + the signal for SIGTERM or SIGUSR1."""
     from shoal.run.preemption import Preempted
 
-    run_dir = getattr(e, "run_dir", None) or target
     why = f"stopped by {e.args[0]}" if isinstance(e, Preempted) else "interrupted"
-    if run_dir is None:  # cut before the run directory existed: nothing to resume
-        print(f"shoal: {why} before training started; nothing was saved", file=sys.stderr)
-    else:
-        print(
-            f"shoal: {why}; checkpoint saved in {run_dir}; continue with "
-            f"`shoal train --resume {run_dir}`",
-            file=sys.stderr,
-        )
+    print(f"shoal: {why}{'; ' + saved if saved else ' ' + unsaved}", file=sys.stderr)
     return e.exit_code if isinstance(e, Preempted) else 130
 
 
