@@ -8,7 +8,8 @@ beside the zoo's published DQN score and the floor the issue set for the preset.
 
 ``--defaults`` trains with shoal's defaults instead of the preset (the preset's env and
 step budget only): what a user gets from ``shoal train --env ID --steps N``.
-``--runner processes --workers 2`` runs the same configs on rollout workers.
+``--runner processes --workers 2`` runs the same configs on rollout workers; ``--set
+KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names the runs.
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
 seconds are then those of a shared machine. ``--from DIR`` keeps the runs in DIR and
 reads the finished ones instead of training them again (an interrupted sweep goes on).
@@ -16,7 +17,7 @@ reads the finished ones instead of training them again (an interrupted sweep goe
 Usage:
     python benchmarks/standard_tasks.py [--tasks acrobot,mountaincar,lunarlander]
         [--seeds 3] [--defaults] [--runner serial] [--workers 2] [--jobs 1]
-        [--from DIR] [--json PATH]
+        [--from DIR] [--json PATH] [--set KEY=VALUE ...] [--label NAME]
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ ZOO = {
 
 
 def run_name(task: str, seed: int, args: argparse.Namespace) -> str:
-    kind = "defaults" if args.defaults else "preset"
+    kind = args.label or ("defaults" if args.defaults else "preset")
     return f"{task}-{kind}-{args.runner}-s{seed}"
 
 
@@ -56,7 +57,7 @@ def overrides(task: str, seed: int, args: argparse.Namespace) -> list[str]:
         values.append(f"processes.workers={args.workers}")
     if args.defaults:
         values += [f"env.id='{preset.env.id}'", f"run.total_steps={preset.run.total_steps}"]
-    return values
+    return values + args.overrides
 
 
 def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -89,12 +90,15 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
 
 def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
-        f"\n{'defaults' if args.defaults else 'presets'} on {args.runner}"
+        f"\n{args.label or ('defaults' if args.defaults else 'presets')} on {args.runner}"
+        f"{' with ' + ' '.join(args.overrides) if args.overrides else ''}"
         f"{f' ({args.workers} workers)' if args.runner == 'processes' else ''}, "
         f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}"
     )
-    print("| task | steps | best.pt, 20 episodes: mean +- sd over seeds | worst | median "
-          "| wall s (mean) | zoo DQN | floor |")
+    print(
+        "| task | steps | best.pt, 20 episodes: mean +- sd over seeds | worst | median "
+        "| wall s (mean) | zoo DQN | floor |"
+    )
     for task in args.tasks:
         rows = [r for r in results if r["task"] == task]
         scores = [r["score"] for r in rows]
@@ -119,6 +123,10 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--from", dest="root", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], help="a config override"
+    )
+    parser.add_argument("--label", default="", help="the runs' name (default: preset/defaults)")
     args = parser.parse_args()
     args.tasks = args.tasks.split(",")
     unknown = [t for t in args.tasks if t not in ZOO]
