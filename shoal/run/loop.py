@@ -111,6 +111,7 @@ class RunLoop:
         self.title = title
         self.on_eval = on_eval
         self._ended_by_caller = False
+        self._training = False  # on_eval may end training, not the evaluation after it
         r = self.cfg.run
         self.c: dict[str, Any] = {
             "step": 0,
@@ -204,7 +205,7 @@ class RunLoop:
         if solved:
             # Read the clock after any confirmation: time-to-solve includes it.
             c["solved_step"], c["solved_wall"] = c["step"], self.wall()
-        if self.on_eval is not None and self.on_eval(c["step"], mean):
+        if self.on_eval is not None and self.on_eval(c["step"], mean) and self._training:
             self._ended_by_caller = True
         return mean
 
@@ -310,7 +311,9 @@ class RunLoop:
             reclaim_preemption_signals()  # a runner's library may have taken them (Ray)
             self.started = True
             with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
+                self._training = True
                 self._train(metrics, bar)
+                self._training = False
                 bar.update(min(c["step"], r.total_steps))
             runner.finish()
             runner.stop()
@@ -372,6 +375,7 @@ class RunLoop:
                 continue
             out_of_time = r.max_minutes is not None and self.wall() >= 60 * r.max_minutes
             if c["step"] >= r.total_steps or runner.done(c["episode"]) or out_of_time:
+                self._ended_by_caller = False  # its budget ended it, whatever on_eval said
                 return
             if self._ended_by_caller:
                 return

@@ -92,11 +92,16 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         )
         trial = optuna.trial.Trial(study, job.trial_id)
 
+        cfg = load_config(None, values=job.config)
+        every = cfg.run.eval_every
+
         def report(step: int, mean: float) -> bool:
-            trial.report(mean, step)
+            # The pruner compares trials at equal steps; an evaluation put off (its share
+            # of the wall time, run.eval_max_share) lands off the grid, so it is reported
+            # at the grid step it was due at (one evaluation per grid step at most).
+            trial.report(mean, step // every * every)
             return trial.should_prune()
 
-        cfg = load_config(None, values=job.config)
         result = train(cfg, run_dir=job.run_dir, on_eval=report)
         if result.ended_early:
             return TrialOutcome(job.number, None, True, result.env_steps, time.perf_counter() - t0)

@@ -177,6 +177,22 @@ def test_the_run_loop_ends_a_run_when_on_eval_says_so(tmp_path):
         on_eval=lambda step, mean: False,
     )
     assert not r.ended_early and r.env_steps >= 400
+    # True at the evaluation that ends the budget, or at the one after training: the run
+    # had its budget, it did not end early (a tuner would call it pruned).
+    r = shoal.train(
+        "cartpole",
+        overrides=TINY + ["run.progress=false", "run.eval_every=300"],
+        run_dir=tmp_path / "t",
+        on_eval=lambda step, mean: step >= 400,
+    )
+    assert not r.ended_early and r.env_steps >= 400
+    r = shoal.train(
+        "cartpole",
+        overrides=TINY + ["run.progress=false"],
+        run_dir=tmp_path / "u",
+        on_eval=lambda step, mean: step >= 400,
+    )
+    assert not r.ended_early and r.env_steps >= 400
 
 
 def _wait_for(predicate, seconds: float) -> None:
