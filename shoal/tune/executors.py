@@ -66,9 +66,10 @@ class LocalTrials:
         process = self._ctx.Process(
             target=_trial_process, args=(job, theirs), name=f"shoal-trial-{job.number}"
         )
+        # Known before it starts: a stop signal in between still finds it to stop.
+        self._running[job.number] = (process, ours)
         process.start()
         theirs.close()
-        self._running[job.number] = (process, ours)
 
     def running(self) -> int:
         """Trials started and not yet collected."""
@@ -103,9 +104,12 @@ class LocalTrials:
 
         stopped = list(self._running)
         for process, _ in self._running.values():
-            if process.is_alive():
+            if process.pid is not None and process.is_alive():
                 os.kill(process.pid, signal.SIGINT)
         for process, conn in self._running.values():
+            if process.pid is None:  # stopped before it started
+                conn.close()
+                continue
             process.join(STOP_GRACE_S)
             if process.is_alive():
                 process.kill()
