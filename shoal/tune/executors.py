@@ -7,12 +7,12 @@ as a failed outcome, never as an error of the study.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import signal
 import time
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from shoal.sync.workers import SPAWN, stop_processes
 from shoal.tune.trial import TrialJob, TrialOutcome, run_trial
 
 __all__ = ["LocalTrials", "RayTrials"]
@@ -57,13 +57,12 @@ class LocalTrials:
     memory and any crash stay with it)."""
 
     def __init__(self) -> None:
-        self._ctx = mp.get_context("spawn")
         self._running: dict[int, tuple[Any, Connection]] = {}
 
     def start(self, job: TrialJob) -> None:
         """Start one trial."""
-        ours, theirs = self._ctx.Pipe(duplex=False)
-        process = self._ctx.Process(
+        ours, theirs = SPAWN.Pipe(duplex=False)
+        process = SPAWN.Process(
             target=_trial_process, args=(job, theirs), name=f"shoal-trial-{job.number}"
         )
         # Known before it starts: a stop signal in between still finds it to stop.
@@ -103,17 +102,12 @@ class LocalTrials:
         import os
 
         stopped = list(self._running)
-        for process, _ in self._running.values():
+        processes = [process for process, _ in self._running.values()]
+        for process in processes:
             if process.pid is not None and process.is_alive():
                 os.kill(process.pid, signal.SIGINT)
-        for process, conn in self._running.values():
-            if process.pid is None:  # stopped before it started
-                conn.close()
-                continue
-            process.join(STOP_GRACE_S)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        stop_processes(processes, STOP_GRACE_S)  # those not started yet are skipped
+        for _, conn in self._running.values():
             conn.close()
         self._running.clear()
         return stopped
