@@ -182,6 +182,7 @@ def _tune_parser(sub: argparse._SubParsersAction) -> None:
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    tune.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     tune.add_argument("config", nargs="?", help="preset name or TOML config file (the base)")
     _add_config_flags(tune, ray_address=False)
     tune.add_argument("--space", metavar="FILE", help="search-space TOML file")
