@@ -151,15 +151,22 @@ def resume_study(
     parallel: int | None = None,
     progress: bool = True,
 ) -> TuneResult:
-    """Continue a study from its directory (trials cut by the stop count as failed)."""
+    """Continue a study from its directory, with its config, space and settings (the
+    budget and parallel trials may be changed); trials the stop cut short run again."""
     optuna = _optuna()
     directory = Path(study_dir)
     if not (directory / "study.toml").is_file():
         raise ConfigError(f"'{directory}' is not a study directory (it has no study.toml)")
     data = read_toml(directory / "study.toml")
-    base = load_config(None, values=data["config"])
-    space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
-    settings = TuneSettings(**data["settings"])
+    try:
+        base = load_config(None, values=data["config"])
+        space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
+        settings = TuneSettings(**data["settings"])
+    except (KeyError, TypeError) as e:
+        raise ConfigError(
+            f"'{directory / 'study.toml'}' is not a study file shoal tune wrote "
+            f"({type(e).__name__}: {e})"
+        ) from None
     for name, value in (("trials", trials), ("hours", hours), ("parallel", parallel)):
         if value is not None:
             setattr(settings, name, value)

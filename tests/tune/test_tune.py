@@ -326,3 +326,12 @@ def test_an_existing_study_directory_is_refused(tmp_path, capsys):
     code = main(["tune", "cartpole", "--study-dir", str(study), "--no-progress"])
     _, err = capsys.readouterr()
     assert code == 2 and "--resume" in err and (study / "x").read_text() == "mine"
+
+
+def test_resume_of_what_is_not_a_study_is_one_line_exit_2(tmp_path, capsys):
+    assert main(["tune", "--resume", str(tmp_path)]) == 2
+    assert "is not a study directory" in capsys.readouterr().err
+    (tmp_path / "study.toml").write_text("[settings]\ntrials = 3\n")
+    assert main(["tune", "--resume", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "is not a study file shoal tune wrote" in err and err.count("\n") == 1
