@@ -96,20 +96,40 @@ def _add_run_arguments(
 
 
 def _train_parser(sub: argparse._SubParsersAction) -> None:
-    train = sub.add_parser(
+    train = _config_command(
+        sub,
         "train",
-        help="train a DQN agent (a preset, a TOML config, or any gymnasium env id)",
-        description=(
-            "Train a DQN agent. CONFIG is a preset "
-            f"({', '.join(preset_names())}) or a TOML file; without it the defaults below "
-            "are used. Every config key can be set with --set SECTION.KEY=VALUE."
-        ),
+        "train a DQN agent (a preset, a TOML config, or any gymnasium env id)",
+        "Train a DQN agent. CONFIG is a preset "
+        f"({', '.join(preset_names())}) or a TOML file; without it the defaults below "
+        "are used. Every config key can be set with --set SECTION.KEY=VALUE.",
+        "preset name or TOML config file",
+        ray_address=True,
+    )
+    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+
+
+def _config_command(
+    sub: argparse._SubParsersAction,
+    name: str,
+    help: str,
+    description: str,
+    config_help: str,
+    *,
+    ray_address: bool,
+) -> argparse.ArgumentParser:
+    """A command that builds a run's config (train, tune): CONFIG, the flags that set
+    config keys, and the runners and keys listed under --help."""
+    p = sub.add_parser(
+        name,
+        help=help,
+        description=description,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    train.epilog_factory = _train_epilog  # type: ignore[attr-defined]
-    train.add_argument("config", nargs="?", help="preset name or TOML config file")
-    _add_config_flags(train, ray_address=True)
-    train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+    p.epilog_factory = _train_epilog  # type: ignore[attr-defined]
+    p.add_argument("config", nargs="?", help=config_help)
+    _add_config_flags(p, ray_address=ray_address)
+    return p
 
 
 def _add_config_flags(train: argparse.ArgumentParser, *, ray_address: bool) -> None:
@@ -164,27 +184,24 @@ def _add_config_flags(train: argparse.ArgumentParser, *, ray_address: bool) -> N
 
 
 def _tune_parser(sub: argparse._SubParsersAction) -> None:
-    tune = sub.add_parser(
+    tune = _config_command(
+        sub,
         "tune",
-        help="search hyperparameters for an env and runner (Optuna), best config as TOML",
-        description=(
-            "Search hyperparameters with Optuna: its TPE sampler proposes configs, each\n"
-            "trial is a shoal run (CONFIG and the flags below give the base config), trials\n"
-            "that evaluate below the median of the others are pruned, and each finished\n"
-            "trial is scored by its best.pt on --eval-episodes fresh greedy episodes.\n"
-            "The study directory holds the trials' runs, trials.csv and best.toml (train\n"
-            "it with `shoal train STUDY/best.toml`); --resume continues a stopped study.\n"
-            "The default space (dqn.lr, gamma, batch_size, hidden, n_step, target_period,\n"
-            "run.replay_ratio, explore.eps_end, eps_decay_steps) comes from the recipe;\n"
-            "--space FILE adds or replaces keys ([space.SECTION] tables of {low, high,\n"
-            "log} or {choices}) and keep = [...] leaves default keys at the config's value;\n"
-            "keys given with --set are not searched."
-        ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "search hyperparameters for an env and runner (Optuna), best config as TOML",
+        "Search hyperparameters with Optuna: its TPE sampler proposes configs, each\n"
+        "trial is a shoal run (CONFIG and the flags below give the base config), trials\n"
+        "that evaluate below the median of the others are pruned, and each finished\n"
+        "trial is scored by its best.pt on --eval-episodes fresh greedy episodes.\n"
+        "The study directory holds the trials' runs, trials.csv and best.toml (train\n"
+        "it with `shoal train STUDY/best.toml`); --resume continues a stopped study.\n"
+        "The default space (dqn.lr, gamma, batch_size, hidden, n_step, target_period,\n"
+        "run.replay_ratio, explore.eps_end, eps_decay_steps) comes from the recipe;\n"
+        "--space FILE adds or replaces keys ([space.SECTION] tables of {low, high,\n"
+        "log} or {choices}) and keep = [...] leaves default keys at the config's value;\n"
+        "keys given with --set are not searched.",
+        "preset name or TOML config file (the base)",
+        ray_address=False,
     )
-    tune.epilog_factory = _train_epilog  # type: ignore[attr-defined]
-    tune.add_argument("config", nargs="?", help="preset name or TOML config file (the base)")
-    _add_config_flags(tune, ray_address=False)
     tune.add_argument("--space", metavar="FILE", help="search-space TOML file")
     tune.add_argument("--trials", type=int, help="trials in the study in all (default 50)")
     tune.add_argument(
