@@ -60,6 +60,13 @@ class TrainProgress:
         if self._progress is not None:
             self._progress.__exit__(exc_type, exc, tb)
 
+    def line(self, text: str) -> None:
+        """Print a line above the bar (a plain line when the bar is hidden)."""
+        if self._progress is None:
+            print(text, flush=True)
+        else:
+            self._progress.console.print(text, highlight=False, markup=False)
+
     def update(self, completed: int, **stats: Any) -> None:
         """Move the bar to ``completed`` steps and show ``stats`` as ``name value`` pairs."""
         if self._progress is None:

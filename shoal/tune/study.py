@@ -244,13 +244,15 @@ class _Study:
     # --- the loop -----------------------------------------------------------------------
     def run(self) -> TuneResult:
         from shoal.run.preemption import preemption_signals
+        from shoal.run.progress import TrainProgress
 
         self._fail_cut_trials()
         self.t0 = time.perf_counter()
         self.wall_before = float(self.study.user_attrs.get("wall_s", 0.0))
-        with preemption_signals(), _View(self.progress, self.s.trials) as view:
+        bar = TrainProgress(self.s.trials, enabled=self.progress, description="trials")
+        with preemption_signals(), bar as view:
             self.view = view
-            view.update(self._finished(), self._best_line())
+            view.update(self._finished(), best=self._best_line())
             self.executor = self._executor()
             try:
                 self._loop()
@@ -323,7 +325,7 @@ class _Study:
                 text += " (best so far)"
         shown = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
         self.view.line(f"trial {number}: {text}, {outcome.wall_s:.0f} s  [{shown}]")
-        self.view.update(self._finished(), self._best_line())
+        self.view.update(self._finished(), best=self._best_line())
         self._save_wall()
         self._write_trials_csv()
 
@@ -404,9 +406,9 @@ class _Study:
     def _best_line(self) -> str:
         done = [t for t in self.study.trials if t.value is not None]
         if not done:
-            return "no trial finished yet"
+            return "-"
         best = self.study.best_trial
-        return f"best {best.value:.1f} (trial {best.number})"
+        return f"{best.value:.1f} (trial {best.number})"
 
     def _executor(self) -> Any:
         from shoal.tune.executors import LocalTrials
@@ -483,47 +485,3 @@ def _ray_executor(study: _Study) -> Any:
 
 def _short(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, float) else str(value)
-
-
-class _View:
-    """The study's progress: a bar over trials with the best so far, and a line per
-    finished trial above it (plain lines without a bar)."""
-
-    def __init__(self, enabled: bool, total: int) -> None:
-        self.enabled, self.total = enabled, total
-        self._progress: Any = None
-
-    def __enter__(self) -> _View:
-        if self.enabled:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn("[bold]trials"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeElapsedColumn(),
-                TextColumn("{task.fields[best]}"),
-            )
-            self._progress.__enter__()
-            self._task = self._progress.add_task("trials", total=self.total, best="")
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(*exc)
-
-    def update(self, started: int, best: str) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, completed=started, best=best)
-
-    def line(self, text: str) -> None:
-        if self._progress is not None:
-            self._progress.console.print(text, highlight=False, markup=False)
-        else:
-            print(text, file=sys.stdout, flush=True)
