@@ -28,9 +28,9 @@ __all__ = ["Collected", "Runner", "torch_threads"]
 @contextlib.contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
     """torch's intra-op threads set to a run's ``run.torch_threads`` (0: left as they are)
-    while the block runs, then restored. A run's small networks act fastest on one thread;
-    playing its checkpoint on torch's default (every core) was 20-50x slower on a busy
-    2-core machine (20 CartPole episodes: 5.6-13 s against 0.27 s)."""
+    while the block runs, then restored: a run's small networks act fastest on the threads
+    it trained with, and torch's default (every core) contends with whatever else the
+    machine runs."""
     import torch
 
     before = torch.get_num_threads()
