@@ -99,9 +99,9 @@ def ray_session():
     rewrites that one to the machine's network address); the ray runner joins it and
     leaves it running."""
     ray = pytest.importorskip("ray")
-    from shoal.runners.ray.runner import local_ray_options
+    from shoal.runners.ray.local import init_local_ray
 
     if not ray.is_initialized():
-        ray.init(**local_ray_options(num_cpus=4, node_ip_address="127.0.0.2"))
+        init_local_ray(ray, num_cpus=4, node_ip_address="127.0.0.2")
     yield ray
     ray.shutdown()

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -440,8 +439,9 @@ def _ray_executor(study: _Study) -> Any:
     import threading
 
     from shoal.run.imports import search_path
-    from shoal.runners.ray.address import local_auth_warning, preflight
-    from shoal.runners.ray.runner import _ray, local_ray_options
+    from shoal.runners.ray.address import preflight
+    from shoal.runners.ray.local import init_local_ray
+    from shoal.runners.ray.runner import _ray
     from shoal.tune.executors import RayTrials
 
     ray = _ray()
@@ -452,9 +452,7 @@ def _ray_executor(study: _Study) -> Any:
             preflight(address, "--ray-address" if study.s.ray_address else "RAY_ADDRESS")
             ray.init(address=address, log_to_driver=False)
         else:
-            if warning := local_auth_warning():
-                print(warning, file=sys.stderr)
-            ray.init(**local_ray_options())
+            init_local_ray(ray)
     if address:
         import warnings
 

@@ -180,3 +180,37 @@ def test_a_run_whose_first_call_covers_it_takes_the_updates_it_owes(tmp_path, ti
     owed = UpdateSchedule.from_config(cfg.run).due(result.env_steps)
     assert result.env_steps >= 600 and owed > 0
     assert result.updates == owed
+
+
+def _children(pid: int) -> list[int]:
+    """Every descendant of ``pid`` (from /proc)."""
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    found, frontier = [], [pid]
+    while frontier:
+        frontier = [child for child, parent in parents.items() if parent in frontier]
+        found += frontier
+    return found
+
+
+def test_a_local_rays_daemons_are_out_of_the_drivers_process_group(ray_session):
+    """A SIGTERM to the run's process group (a scheduler's or supervisor's stop) reaches the
+    driver alone, which checkpoints and then stops its Ray: the daemons (GCS, raylet and the
+    workers it starts) lead groups of their own. They stay in the driver's session, where
+    the conformance tests look for leftovers."""
+    ray_session.get(ray_session.remote(num_cpus=0)(lambda: 0).remote())  # a worker is up
+    daemons = _children(os.getpid())
+    assert len(daemons) >= 3, daemons  # GCS, raylet, a worker at least
+    for pid in daemons:
+        assert os.getpgid(pid) != os.getpgrp(), pid
+        assert os.getsid(pid) == os.getsid(0), pid
+    from ray._private import services
+
+    assert services.ConsolePopen.__name__ == "ConsolePopen"  # Ray's own, put back

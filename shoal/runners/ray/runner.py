@@ -20,8 +20,6 @@ of them than cores. Ray is an optional extra (``pip install 'shoal[ray]'``).
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 import time
 import uuid
 from collections import deque
@@ -38,16 +36,11 @@ from shoal.run.imports import search_path
 from shoal.run.loop import Collected
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.ray.actor import RolloutActor
-from shoal.runners.ray.address import (
-    cluster_address,
-    local_auth_warning,
-    local_node_ip,
-    preflight,
-    require_ray_version,
-)
+from shoal.runners.ray.address import cluster_address, preflight, require_ray_version
+from shoal.runners.ray.local import init_local_ray
 from shoal.runners.sections import RayConfig
 
-__all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError", "local_ray_options"]
+__all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError"]
 
 
 class ReplayActor(ReplayService):
@@ -70,26 +63,6 @@ class ReplayActor(ReplayService):
 
 class ReplayLostError(ShoalError):
     """The replay actor died: the run stops (its checkpoint keeps the learner)."""
-
-
-def local_ray_options(
-    num_cpus: int | None = None, node_ip_address: str | None = None, temp_dir: str | None = None
-) -> dict[str, Any]:
-    """``ray.init`` arguments of the local Ray a run starts: no dashboard (an HTTP server
-    that takes jobs), a loopback node address unless one is given
-    (:func:`~shoal.runners.ray.address.local_node_ip`), and workers at niceness 0, not
-    Ray's 15, so the replay actor outranks the actors (which nice themselves to
-    ``ray.actor_nice``): on 2 cores that cut the learner's wait for batches from 6-9% of its
-    time to 1%."""
-    return {
-        "address": "local",
-        "num_cpus": num_cpus or os.cpu_count(),
-        "include_dashboard": False,
-        "log_to_driver": False,
-        "_node_ip_address": node_ip_address or local_node_ip(),
-        "_temp_dir": temp_dir,
-        "_system_config": {"worker_niceness": 0},
-    }
 
 
 def _ray() -> Any:
@@ -177,9 +150,9 @@ class RayRunner(DQNRunner):
                     f"{given[1]} {given[0]!r}: could not join the Ray cluster there ({line[0]})"
                 ) from e
         else:
-            if warning := local_auth_warning():
-                print(warning, file=sys.stderr)
-            ray.init(**local_ray_options(c.num_cpus, c.node_ip_address, c.temp_dir))
+            init_local_ray(
+                ray, num_cpus=c.num_cpus, node_ip_address=c.node_ip_address, temp_dir=c.temp_dir
+            )
         self.started_ray = True
 
     def start(self) -> None:

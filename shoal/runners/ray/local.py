@@ -1,0 +1,88 @@
+"""The local Ray a run or a study starts for itself (no cluster address given).
+
+``ray.init`` starts Ray's daemons (GCS, raylet, and through the raylet every worker) as
+children in the caller's process group. A scheduler or supervisor that stops the job by
+signalling that group (``kill -TERM -PGID``; Slurm's and systemd's job-wide stops reach the
+daemons anyway) then stops the daemons while the driver is still writing its checkpoint:
+the replay actor's contents go with them, and a driver that asks the dying raylet for
+anything is ended by Ray itself (exit 1, no checkpoint). :func:`init_local_ray` starts the
+daemons in a process group of their own, as Ray does on Windows, so that a group's
+SIGTERM reaches the driver alone; the driver checkpoints and then shuts its Ray down. Ray
+still ties each daemon to the driver's life (Linux's parent-death signal), so a driver
+killed outright takes them with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from shoal.runners.ray.address import local_auth_warning, local_node_ip
+
+__all__ = ["init_local_ray", "local_ray_options"]
+
+
+def local_ray_options(
+    num_cpus: int | None = None, node_ip_address: str | None = None, temp_dir: str | None = None
+) -> dict[str, Any]:
+    """``ray.init`` arguments of the local Ray a run starts: no dashboard (an HTTP server
+    that takes jobs), a loopback node address unless one is given
+    (:func:`~shoal.runners.ray.address.local_node_ip`), and workers at niceness 0, not
+    Ray's 15, so the replay actor outranks the actors (which nice themselves to
+    ``ray.actor_nice``): on 2 cores that cut the learner's wait for batches from 6-9% of its
+    time to 1%."""
+    return {
+        "address": "local",
+        "num_cpus": num_cpus or os.cpu_count(),
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "_node_ip_address": node_ip_address or local_node_ip(),
+        "_temp_dir": temp_dir,
+        "_system_config": {"worker_niceness": 0},
+    }
+
+
+def init_local_ray(ray: Any, **options: Any) -> None:
+    """Start a local Ray (:func:`local_ray_options` with ``options``) whose daemons are
+    out of this process's group, saying first on stderr when Ray will ask for a token."""
+    if warning := local_auth_warning():
+        print(warning, file=sys.stderr)
+    with _daemons_in_their_own_group(ray):
+        ray.init(**local_ray_options(**options))
+
+
+@contextlib.contextmanager
+def _daemons_in_their_own_group(ray: Any) -> Iterator[None]:
+    """While active, each process Ray starts from this one leads a new process group.
+
+    Only where the kernel ties Ray's daemons to the driver's life: without that Ray cleans
+    up through a reaper that kills the driver's group, which needs the daemons in it. Ray
+    starts them through one ``Popen`` subclass; a Ray without it is left as it is."""
+    services = getattr(getattr(ray, "_private", None), "services", None)
+    original = getattr(services, "ConsolePopen", None)
+    utils = getattr(ray._private, "utils", None) if services is not None else None
+    tied = getattr(utils, "detect_fate_sharing_support", lambda: False)
+    if original is None or sys.platform == "win32" or not tied():
+        yield
+        return
+
+    class OwnGroupPopen(original):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            before = kwargs.get("preexec_fn")
+
+            def preexec() -> None:
+                os.setpgid(0, 0)
+                if before is not None:
+                    before()
+
+            kwargs["preexec_fn"] = preexec
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = OwnGroupPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original
