@@ -71,6 +71,9 @@ a seed as a signed 64-bit integer need < 2**63."""
 MAX_WIDTH = 2**20
 """Largest layer width or channel count: far beyond any net that fits in memory, and small
 enough that torch's size products (batch x width) stay far from int64 overflow."""
+EVAL_RETURNS = 20
+"""Returns a greedy evaluation collects by default (``run.eval_episodes`` unset)."""
+
 MAX_BATCH = 2**24
 """Largest batch of transitions (or of evaluation episodes): ~16M, beyond real use, and
 small enough that batch x observation size cannot overflow an array's byte count."""
@@ -246,9 +249,11 @@ class RunConfig:
     """Most of the run's wall time evaluations may take: an evaluation due by eval_every
     waits while those so far took more than this share (1: never wait). A world with long
     episodes otherwise spends most of its run evaluating."""
-    eval_episodes: int = param(20, gt=0, le=MAX_BATCH)
-    """Episodes per greedy evaluation (single-agent envs run side by side, one batched
-    forward per step; a multi-agent world plays them one after another)."""
+    eval_episodes: int | None = param(None, gt=0, le=MAX_BATCH)
+    """Episodes per greedy evaluation, played side by side (one batched forward per step);
+    none: 20 returns' worth, i.e. 20 episodes of a single-agent env and ceil(20 / agents),
+    at least 2, of a multi-agent world, where every episode gives each agent a return (with
+    500-turn episodes, 20 of them made each evaluation as long as minutes of training)."""
     stop_return: float | None = None
     """Stop once a greedy evaluation's mean return reaches this (None: never stop early)."""
     confirm_solve: bool = True
@@ -271,6 +276,12 @@ class RunConfig:
     """Env steps between progress-bar refreshes and steps/s rows in metrics.csv."""
     progress: bool = True
     """Show a progress bar."""
+
+    def episodes_per_eval(self, agents: int = 1) -> int:
+        """``eval_episodes``, or its default for a world of ``agents`` agents."""
+        if self.eval_episodes is not None:
+            return self.eval_episodes
+        return EVAL_RETURNS if agents <= 1 else max(2, math.ceil(EVAL_RETURNS / agents))
 
 
 def _registered_sections() -> dict[str, Any]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from shoal.envs.gym_env import EnvSpec
 from shoal.envs.pixels import channels_last
-from shoal.errors import EnvError, ShoalError
+from shoal.errors import ConfigError, EnvError, ShoalError
 
 __all__ = [
     "HARVEST_ID",
@@ -90,11 +90,14 @@ def _make_world(env_id: str, num_agents: int, max_turns: int, kwargs: dict[str, 
         module, _, name = WORLDS[env_id].partition(":")
         return getattr(importlib.import_module(module), name)(num_agents, max_turns, **kwargs)
     if env_id.startswith("pettingzoo:"):
+        from shoal.run.imports import import_module
+
         name = env_id.split(":", 1)[1]
-        try:
-            module = importlib.import_module(name)
-        except ImportError as e:
-            raise EnvError(f"env.id {env_id!r}: cannot import {name!r}: {e}") from None
+        try:  # from the working directory too, as 'module:Id' envs are
+            module = import_module(name, "env.id", "the world's")
+        except ConfigError as e:
+            why = str(e).removeprefix("config key 'env.id': ")
+            raise EnvError(f"env.id {env_id!r}: cannot import {name!r}: {why}") from None
         if not hasattr(module, "parallel_env"):
             raise EnvError(f"env.id {env_id!r}: module {name!r} has no parallel_env()")
         return module.parallel_env(**kwargs)

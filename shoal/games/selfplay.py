@@ -165,7 +165,7 @@ class SelfPlayConfig:
 
     def build(self, cfg: Any, template: Mapping[str, torch.Tensor]) -> SelfPlay:
         """The plug-in for a run of ``cfg``."""
-        return SelfPlay(self, template, seed=cfg.run.seed, games=cfg.run.eval_episodes)
+        return SelfPlay(self, template, seed=cfg.run.seed, games=cfg.run.episodes_per_eval())
 
 
 SELFPLAY_STREAM = 4

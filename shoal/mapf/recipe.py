@@ -327,7 +327,7 @@ class HeldOutEvaluator:
             for agents, size in zip(m.eval_agents, m.eval_sizes):
                 worlds = [
                     MapfEnv(agents, size=size, fov=m.fov, k_comm=m.k_comm, max_steps=m.max_steps)
-                    for _ in range(r.eval_episodes)
+                    for _ in range(r.episodes_per_eval())
                 ]
                 self._worlds.append(((agents, size), worlds))
         rng = np.random.default_rng(derive_seed(seed, EVAL_STREAM, 1))

@@ -244,11 +244,11 @@ class GreedyEvaluator:
 
     def evaluate(self, actor: Actor, seed: int) -> np.ndarray:
         """The returns; episode k starts from a seed derived from ``seed`` and k."""
-        r = self.cfg.run
+        episodes = self.cfg.run.episodes_per_eval()
         if self._envs is None:
-            n = min(r.eval_episodes, EVAL_ENVS)
+            n = min(episodes, EVAL_ENVS)
             self._envs = [make_env(self.cfg.env, evaluation=True) for _ in range(n)]
-        return evaluate(actor.greedy, self._envs, r.eval_episodes, seed)
+        return evaluate(actor.greedy, self._envs, episodes, seed)
 
     def metrics(self) -> dict[str, float]:
         """Nothing beyond the returns."""

@@ -86,6 +86,12 @@ def _import(module: str, key: str, what: str) -> Any:
         ) from e
 
 
+def import_module(module: str, key: str, what: str = "the") -> Any:
+    """The module ``module``, imported as the user's code is (the working directory searched
+    too); a :class:`~shoal.errors.ConfigError` naming ``key`` on failure."""
+    return _import(module, key, what)
+
+
 def load_object(path: str, key: str, what: str = "the") -> Any:
     """The object ``"module:attribute"`` names (``attribute`` may be dotted), from
     :data:`LOCAL_OBJECTS` when this process was handed it; one line naming ``key`` when the

@@ -325,7 +325,8 @@ class AgentsRunner(Runner):
         self._eval_envs = None
 
     def evaluate(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
-        """Collective greedy returns of ``run.eval_episodes`` episodes played side by side
+        """Collective greedy returns of ``run.eval_episodes`` episodes (by default
+        ceil(20 / agents), at least 2: each gives every agent a return) played side by side
         in worlds of its own (``seed``: their starts, default ``run.seed``), and the stacked
         weights that played them."""
         r = self.cfg.run
@@ -334,10 +335,10 @@ class AgentsRunner(Runner):
             a = self.cfg.agents
             self._eval_envs = [
                 make_parallel_env(self.cfg.env, num_agents=a.agents, max_turns=a.max_turns)
-                for _ in range(min(r.eval_episodes, EVAL_WORLDS))
+                for _ in range(min(r.episodes_per_eval(self.k), EVAL_WORLDS))
             ]
         self._sync_actor()
-        seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(r.eval_episodes)]
+        seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(r.episodes_per_eval(self.k))]
         return greedy_returns(
             self.cfg, self._eval_envs, self.ma, self.actor, seeds
         ), self.actor.params
