@@ -413,3 +413,12 @@ def test_a_borrowed_preset_names_the_run_after_its_env():
         load_config("atari", ["env.id='ALE/Pong-v5'"], values={"run": {"name": "x"}}).run.name
         == "x"
     )
+
+
+def test_eval_episodes_default_to_twenty_returns_worth():
+    from shoal.config import RunConfig
+
+    assert RunConfig().episodes_per_eval() == 20  # a single-agent env
+    assert [RunConfig().episodes_per_eval(k) for k in (2, 8, 20, 64)] == [10, 3, 2, 2]
+    assert RunConfig(eval_episodes=7).episodes_per_eval(8) == 7
+    assert load_config("cartpole", []).run.episodes_per_eval() == 20

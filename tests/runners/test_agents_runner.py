@@ -212,3 +212,25 @@ def test_evaluation_plays_its_worlds_side_by_side_with_the_one_by_one_returns(ha
     finally:
         runner.stop()
         runner.close()
+
+
+@pytest.mark.parametrize(
+    "agents, setting, episodes", [(3, None, 7), (8, None, 3), (30, None, 2), (8, 5, 5)]
+)
+def test_an_evaluation_plays_twenty_returns_worth_of_episodes_unless_told(
+    agents, setting, episodes
+):
+    """Each episode gives every agent a return: by default an evaluation plays
+    ceil(20 / agents) of them, at least 2, so long episodes do not make it as long as
+    minutes of training; ``run.eval_episodes`` overrides."""
+    from shoal.config import load_config
+
+    over = ["run.runner=agents", "env.id='shoal/Harvest-v0'", f"agents.agents={agents}"]
+    over += ["agents.max_turns=5", *([f"run.eval_episodes={setting}"] if setting else [])]
+    runner = AgentsRunner(load_config(None, over))
+    try:
+        returns, _ = runner.evaluate(seed=1)
+        assert len(returns) == episodes
+    finally:
+        runner.stop()
+        runner.close()
