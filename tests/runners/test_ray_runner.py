@@ -200,13 +200,24 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _is_ray(pid: int) -> bool:
+    """Whether ``pid`` is one of Ray's processes (its daemons run from the ray package; its
+    workers rename themselves ``ray::...``), not another test's child."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            cmd = f.read().decode(errors="replace")
+    except OSError:
+        return False
+    return cmd.startswith("ray::") or f"{os.sep}ray{os.sep}" in cmd
+
+
 def test_a_local_rays_daemons_are_out_of_the_drivers_process_group(ray_session):
     """A SIGTERM to the run's process group (a scheduler's or supervisor's stop) reaches the
     driver alone, which checkpoints and then stops its Ray: the daemons (GCS, raylet and the
     workers it starts) lead groups of their own. They stay in the driver's session, where
     the conformance tests look for leftovers."""
     ray_session.get(ray_session.remote(num_cpus=0)(lambda: 0).remote())  # a worker is up
-    daemons = _children(os.getpid())
+    daemons = [pid for pid in _children(os.getpid()) if _is_ray(pid)]
     assert len(daemons) >= 3, daemons  # GCS, raylet, a worker at least
     for pid in daemons:
         assert os.getpgid(pid) != os.getpgrp(), pid
