@@ -54,10 +54,13 @@ def per_agent(cfg: Any, epsilon: float, episodes: int, params: Any = None) -> np
     )
 
 
-def stats(values: Any) -> str:
+def mean_sd(values: Any) -> tuple[float, float]:
     values = list(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.fmean(values):.2f} +- {sd:.2f}"
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def stats(values: Any) -> str:
+    return "{:.2f} +- {:.2f}".format(*mean_sd(values))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,14 +100,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         run = RunDir(Path(args.run_dir) if args.run_dir else Path(tmp) / "run")
         res = shoal.train(overrides=over, run_dir=run.path)
-        loop = load_checkpoint(run.checkpoint)["loop"]
+        latest = load_checkpoint(run.checkpoint)
+        loop = latest["loop"]
         evals = [r for r in read_metrics(run.metrics) if r["kind"] == "eval"]
         best = per_agent(
             cfg, 0.0, args.episodes, checkpoint_weights(load_checkpoint(run.best)["learner"])
         )
-        final = per_agent(
-            cfg, 0.0, args.episodes, checkpoint_weights(load_checkpoint(run.checkpoint)["learner"])
-        )
+        final = per_agent(cfg, 0.0, args.episodes, checkpoint_weights(latest["learner"]))
     curve = [(float(r["wall_s"]), int(r["step"]), float(r["eval_mean"]) / k) for r in evals]
     last = [ret for _, _, ret in curve[-LAST:]]
     share = loop["eval_s"] / loop["wall"]
@@ -116,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nrandom agents (comparison seeds): {stats(random)} per agent")
     print(f"last {len(last)} evaluations: {stats(last)} per agent")
     print(f"best.pt (comparison seeds): {stats(best)}; final weights: {stats(final)}")
-    low = statistics.fmean(last) - 2 * (statistics.stdev(last) if len(last) > 1 else 0.0)
+    mean, sd = mean_sd(last)
+    low = mean - 2 * sd
+    print(f"best.pt / random agents: {best.mean() / random.mean():.1f}x")
     print(
         f"best.pt within the noise of the last evaluations (>= mean - 2 sd): "
         f"{'yes' if best.mean() >= low else 'NO'}"

@@ -331,14 +331,15 @@ class AgentsRunner(Runner):
         weights that played them."""
         r = self.cfg.run
         seed = r.seed if seed is None else seed
+        episodes = r.episodes_per_eval(self.k)
         if self._eval_envs is None:
             a = self.cfg.agents
             self._eval_envs = [
                 make_parallel_env(self.cfg.env, num_agents=a.agents, max_turns=a.max_turns)
-                for _ in range(min(r.episodes_per_eval(self.k), EVAL_WORLDS))
+                for _ in range(min(episodes, EVAL_WORLDS))
             ]
         self._sync_actor()
-        seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(r.episodes_per_eval(self.k))]
+        seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(episodes)]
         return greedy_returns(
             self.cfg, self._eval_envs, self.ma, self.actor, seeds
         ), self.actor.params

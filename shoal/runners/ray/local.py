@@ -61,11 +61,11 @@ def _daemons_in_their_own_group(ray: Any) -> Iterator[None]:
     Only where the kernel ties Ray's daemons to the driver's life: without that Ray cleans
     up through a reaper that kills the driver's group, which needs the daemons in it. Ray
     starts them through one ``Popen`` subclass; a Ray without it is left as it is."""
-    services = getattr(getattr(ray, "_private", None), "services", None)
+    private = getattr(ray, "_private", None)
+    services = getattr(private, "services", None)
     original = getattr(services, "ConsolePopen", None)
-    utils = getattr(ray._private, "utils", None) if services is not None else None
-    tied = getattr(utils, "detect_fate_sharing_support", lambda: False)
-    if original is None or sys.platform == "win32" or not tied():
+    tied = getattr(getattr(private, "utils", None), "detect_fate_sharing_support", None)
+    if original is None or tied is None or sys.platform == "win32" or not tied():
         yield
         return
 
