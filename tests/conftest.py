@@ -14,6 +14,7 @@ def tiny_overrides(tmp_path, **extra: object) -> list[str]:
         "dqn.batch_size": 16,
         "run.total_steps": 600,
         "run.learning_starts": 100,
+        "run.train_freq": 4,  # the tiny runs' update count, whatever the default
         "run.eval_every": 300,
         "run.eval_episodes": 2,
         "run.checkpoint_every": 200,

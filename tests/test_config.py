@@ -422,3 +422,36 @@ def test_eval_episodes_default_to_twenty_returns_worth():
     assert [RunConfig().episodes_per_eval(k) for k in (2, 8, 20, 64)] == [10, 3, 2, 2]
     assert RunConfig(eval_episodes=7).episodes_per_eval(8) == 7
     assert load_config("cartpole", []).run.episodes_per_eval() == 20
+
+
+def test_a_config_file_extends_a_preset_or_another_file(tmp_path):
+    """`extends` applies the named preset (or a TOML file beside this one) first, then
+    this file; the MinAtar games' presets are minatar-breakout's on another game."""
+    asterix = load_config("minatar-asterix")
+    breakout = load_config("minatar-breakout")
+    assert (asterix.env.id, asterix.run.name) == ("MinAtar/Asterix-v1", "minatar-asterix")
+    assert asterix.dqn == breakout.dqn and asterix.run.train_freq == breakout.run.train_freq
+    (tmp_path / "base.toml").write_text('extends = "cartpole"\n[dqn]\nlr = 0.002\n')
+    (tmp_path / "mine.toml").write_text('extends = "base.toml"\n[run]\nseed = 7\n')
+    cfg = load_config(tmp_path / "mine.toml", ["dqn.gamma=0.9"])
+    assert (cfg.dqn.lr, cfg.run.seed, cfg.dqn.gamma) == (0.002, 7, 0.9)
+    assert cfg.dqn.hidden == load_config("cartpole").dqn.hidden
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("extends = 3", "'extends' must name a preset"),
+        ('extends = ""', "'extends' must name a preset"),
+        ('extends = "mine.toml"', "makes a cycle"),
+        ('extends = "other.toml"', "makes a cycle"),
+        ('extends = "missing.toml"', "missing.toml"),
+        ('extends = "cartpole"\n[dqn]\nnope = 1', "unknown config key 'dqn.nope'"),
+    ],
+)
+def test_a_bad_extends_is_one_line_naming_it(tmp_path, text, match):
+    (tmp_path / "other.toml").write_text('extends = "mine.toml"\n')
+    (tmp_path / "mine.toml").write_text(text + "\n")
+    with pytest.raises(ConfigError, match=match) as e:
+        load_config(tmp_path / "mine.toml")
+    assert "\n" not in str(e.value)

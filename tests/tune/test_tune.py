@@ -25,6 +25,7 @@ TINY = [
     "dqn.hidden=[32]",
     "run.total_steps=400",
     "run.learning_starts=100",
+    "run.train_freq=4",
     "run.eval_every=200",
     "run.eval_episodes=2",
     "run.checkpoint_every=200",

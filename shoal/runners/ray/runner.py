@@ -166,14 +166,17 @@ class RayRunner(DQNRunner):
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
         fields = self.replay_fields(self.cfg, self.spec)
         self.replay_actor = replay.remote(self.cfg, self.spec, fields)
+        # The weight server's process starts beside the replay's (each imports torch, about
+        # two seconds); the actors, which find both by name and pull weights as they start,
+        # come after.
+        server = ray.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
+        self.server = server.remote()
+        self.store = RayWeightStore(self.server)
         if self.resume_replay is not None:
             ray.get(self.replay_actor.load_state_dict.remote(self.resume_replay))
         self._replay_cpu = None  # a new process: its load is measured from here
         self._replay_load()
         self.replay_size = self.expected_size = self._from_replay(self.replay_actor.size.remote())
-        server = ray.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
-        self.server = server.remote()
-        self.store = RayWeightStore(self.server)
         self._publish(0)
         self.store.flush()  # the actors' first pull finds these weights
         remote = ray.remote(num_cpus=c.actor_cpus, max_restarts=c.max_restarts)(self.actor_class)
