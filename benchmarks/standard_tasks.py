@@ -1,10 +1,19 @@
-"""The standard value-based tasks: each preset over seeds, against rl-baselines3-zoo's DQN.
+"""The standard value-based tasks: each preset over seeds, against a published DQN.
 
-Trains every ``--tasks`` preset (acrobot, mountaincar, lunarlander) for ``--seeds`` run
-seeds at its own step budget, then scores each run's ``best.pt`` with ``shoal eval``'s
-20 greedy episodes on starts no evaluation saw (seed = run seed + 1). Prints one row per
-run (score, steps, wall seconds), and per task the mean, spread, worst and median seed
-beside the zoo's published DQN score and the floor the issue set for the preset.
+Trains every ``--tasks`` preset for ``--seeds`` run seeds at its task's step budget, then
+scores each run's ``best.pt`` with ``shoal eval``'s greedy episodes on starts no evaluation
+saw (seed = run seed + 1). Prints one row per run (score, steps, wall seconds), and per task
+the mean, spread, worst and median seed beside the reference DQN's score and the floor the
+issue set for the preset, then each task's greedy evaluations against env steps (the
+seeds' mean).
+
+The tasks: Acrobot, MountainCar and LunarLander at rl-baselines3-zoo's budgets (100k,
+120k, 100k steps; 20 scoring episodes) against the zoo's DQN (benchmark.md, tuned per
+env); MinAtar's five games (``minatar-breakout`` ... ``minatar-spaceinvaders``) at 1M frames
+(MinAtar has no frame skip: a step is a frame; 100 scoring episodes) against the MinAtar
+reference DQN at 1M frames, read off the learning curves in MinAtar's README
+(``img/learning_curves.gif``: training returns of an epsilon-greedy agent, a 100-episode
+moving average over 30 seeds, so about +-0.3 of a point, +-2 on SpaceInvaders).
 
 ``--defaults`` trains with shoal's defaults instead of the preset (the preset's env and
 step budget only): what a user gets from ``shoal train --env ID --steps N``.
@@ -13,16 +22,20 @@ KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names 
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
 seconds are then those of a shared machine. ``--from DIR`` keeps the runs in DIR and
 reads the finished ones instead of training them again (an interrupted sweep goes on).
+``--plot PNG`` draws every task's evaluations against env steps, one line per seed, with
+the reference.
 
 Usage:
     python benchmarks/standard_tasks.py [--tasks acrobot,mountaincar,lunarlander]
         [--seeds 3] [--defaults] [--runner serial] [--workers 2] [--jobs 1]
-        [--from DIR] [--json PATH] [--set KEY=VALUE ...] [--label NAME]
+        [--from DIR] [--json PATH] [--plot PNG] [--set KEY=VALUE ...] [--label NAME]
+    python benchmarks/standard_tasks.py --tasks minatar --seeds 3 --jobs 2
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -34,13 +47,34 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-# rl-baselines3-zoo's benchmark.md (DQN, one seed; LunarLander on v2) and the floor every
-# seed of the preset must reach.
-ZOO = {
-    "acrobot": ("Acrobot-v1", -76.6, 11.8, -85.0),
-    "mountaincar": ("MountainCar-v0", -100.8, 9.9, -111.0),
-    "lunarlander": ("LunarLander-v3", 154.4, 79.2, 139.0),
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    env_id: str
+    steps: int
+    reference: float
+    reference_sd: float | None
+    floor: float | None
+    """What every seed of the preset must reach (None: no floor was set)."""
+    episodes: int = 20
+    """Greedy episodes that score best.pt."""
+
+
+TASKS = {
+    # rl-baselines3-zoo's benchmark.md (DQN, one seed; LunarLander on v2)
+    "acrobot": Task("Acrobot-v1", 100_000, -76.6, 11.8, -85.0),
+    "mountaincar": Task("MountainCar-v0", 120_000, -100.8, 9.9, -111.0),
+    "lunarlander": Task("LunarLander-v3", 100_000, 154.4, 79.2, 139.0),
+    # MinAtar's README figure (see the docstring); Breakout's and SpaceInvaders' as issue
+    # 23 quoted them
+    "minatar-asterix": Task("MinAtar/Asterix-v1", 1_000_000, 7.0, None, None, 100),
+    "minatar-breakout": Task("MinAtar/Breakout-v1", 1_000_000, 9.2, None, None, 100),
+    "minatar-freeway": Task("MinAtar/Freeway-v1", 1_000_000, 47.8, None, None, 100),
+    "minatar-seaquest": Task("MinAtar/Seaquest-v1", 1_000_000, 1.0, None, None, 100),
+    "minatar-spaceinvaders": Task("MinAtar/SpaceInvaders-v1", 1_000_000, 32.8, None, None, 100),
 }
+GROUPS = {"classic": ["acrobot", "mountaincar", "lunarlander"]}
+GROUPS["minatar"] = [t for t in TASKS if t.startswith("minatar-")]
 
 
 def run_name(task: str, seed: int, args: argparse.Namespace) -> str:
@@ -51,12 +85,13 @@ def run_name(task: str, seed: int, args: argparse.Namespace) -> str:
 def overrides(task: str, seed: int, args: argparse.Namespace) -> list[str]:
     from shoal.config import load_config
 
-    preset = load_config(task)
     values = [f"run.seed={seed}", "run.progress=false", f"run.runner='{args.runner}'"]
+    # the task's budget in steps, not the preset's minutes
+    values += [f"run.total_steps={TASKS[task].steps}", "run.max_minutes=none"]
     if args.runner == "processes":
         values.append(f"processes.workers={args.workers}")
     if args.defaults:
-        values += [f"env.id='{preset.env.id}'", f"run.total_steps={preset.run.total_steps}"]
+        values.append(f"env.id='{load_config(task).env.id}'")
     return values + args.overrides
 
 
@@ -70,7 +105,7 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
             "t = time.perf_counter()\n"
             f"r = shoal.train({source}, overrides={overrides(task, seed, args)!r}, "
             f"run_dir={str(run_dir)!r})\n"
-            "s = shoal.evaluate_run(r.run_dir, 20)\n"
+            f"s = shoal.evaluate_run(r.run_dir, {TASKS[task].episodes})\n"
             "out = dict(score=float(s.mean()), std=float(s.std()), steps=r.env_steps, "
             "wall=r.wall_seconds, process=time.perf_counter() - t, "
             "last=r.eval_return, best=r.best_eval_return)\n"
@@ -78,7 +113,7 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
         )
         subprocess.run([sys.executable, "-c", code], check=True)
     result = json.loads((run_dir / "result.json").read_text())
-    result.update(task=task, seed=seed)
+    result.update(task=task, seed=seed, curve=curve(run_dir))
     print(
         f"{task} seed {seed}: best.pt {result['score']:.1f} +- {result['std']:.1f} "
         f"(last eval {result['last']:.1f}, best eval {result['best']:.1f}), "
@@ -96,26 +131,72 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}"
     )
     print(
-        "| task | steps | best.pt, 20 episodes: mean +- sd over seeds | worst | median "
-        "| wall s (mean) | zoo DQN | floor |"
+        "| task | steps | best.pt: mean +- sd over seeds | worst | median "
+        "| wall s (mean) | reference DQN | floor |"
     )
     for task in args.tasks:
         rows = [r for r in results if r["task"] == task]
         scores = [r["score"] for r in rows]
-        env_id, zoo, zoo_sd, floor = ZOO[task]
+        t = TASKS[task]
         spread = statistics.stdev(scores) if len(scores) > 1 else 0.0
         worst = min(scores)
-        verdict = "" if args.defaults else (" met" if worst >= floor else " MISSED")
+        verdict = ""
+        if t.floor is not None and not args.defaults:
+            verdict = " met" if worst >= t.floor else " MISSED"
+        reference = f"{t.reference} +- {t.reference_sd}" if t.reference_sd else f"{t.reference}"
         print(
-            f"| {env_id} | {rows[0]['steps']} | {statistics.mean(scores):.1f} +- {spread:.1f} "
+            f"| {t.env_id} | {rows[0]['steps']} | {statistics.mean(scores):.1f} +- {spread:.1f} "
             f"| {worst:.1f}{verdict} | {statistics.median(scores):.1f} "
-            f"| {statistics.mean(r['wall'] for r in rows):.0f} | {zoo} +- {zoo_sd} | {floor} |"
+            f"| {statistics.mean(r['wall'] for r in rows):.0f} | {reference} "
+            f"| {t.floor if t.floor is not None else '-'} |"
         )
+    print("\ngreedy evaluations (seeds' mean) against env steps:")
+    for task in args.tasks:
+        curves = [r["curve"] for r in results if r["task"] == task]
+        marks = [round(TASKS[task].steps * k / 5) for k in range(1, 6)]
+        means = [statistics.mean(value_at(c, m) for c in curves) for m in marks]
+        cells = ", ".join(f"{m // 1000}k {v:.1f}" for m, v in zip(marks, means, strict=True))
+        print(f"- {task}: {cells}")
+
+
+def curve(run_dir: Path) -> list[tuple[int, float]]:
+    """The run's greedy evaluations: (env step, mean return)."""
+    from shoal.run.metrics import read_metrics
+
+    rows = read_metrics(run_dir / "metrics.csv")
+    return [(int(r["step"]), float(r["eval_mean"])) for r in rows if r["kind"] == "eval"]
+
+
+def value_at(points: list[tuple[int, float]], step: int) -> float:
+    """The last evaluation at or before ``step`` (the first one if none is)."""
+    before = [v for s, v in points if s <= step]
+    return before[-1] if before else points[0][1]
+
+
+def plot(results: list[dict[str, Any]], tasks: list[str], path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4 * len(tasks), 3.2))
+    FigureCanvasAgg(fig)
+    for i, task in enumerate(tasks):
+        ax = fig.add_subplot(1, len(tasks), i + 1)
+        for r in (r for r in results if r["task"] == task):
+            steps, values = zip(*r["curve"], strict=True)
+            ax.plot(steps, values, lw=1, label=f"seed {r['seed']}")
+        ax.axhline(TASKS[task].reference, color="k", ls="--", lw=1, label="reference")
+        ax.set_title(TASKS[task].env_id, fontsize=9)
+        ax.set_xlabel("env steps")
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tasks", default="acrobot,mountaincar,lunarlander")
+    parser.add_argument(
+        "--tasks", default="classic", help="tasks or groups (classic, minatar), comma-separated"
+    )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--defaults", action="store_true")
     parser.add_argument("--runner", default="serial", choices=("serial", "processes"))
@@ -123,21 +204,24 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1)
     parser.add_argument("--from", dest="root", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--plot", type=Path)
     parser.add_argument(
         "--set", dest="overrides", action="append", default=[], help="a config override"
     )
     parser.add_argument("--label", default="", help="the runs' name (default: preset/defaults)")
     args = parser.parse_args()
-    args.tasks = args.tasks.split(",")
-    unknown = [t for t in args.tasks if t not in ZOO]
+    args.tasks = [t for name in args.tasks.split(",") for t in GROUPS.get(name, [name])]
+    unknown = [t for t in args.tasks if t not in TASKS]
     if unknown:
-        parser.error(f"--tasks: unknown {unknown}; allowed: {', '.join(ZOO)}")
+        parser.error(f"--tasks: unknown {unknown}; allowed: {', '.join([*GROUPS, *TASKS])}")
     root = args.root or Path(tempfile.mkdtemp(prefix="shoal-standard-"))
     root.mkdir(parents=True, exist_ok=True)
     jobs = [(t, s) for t in args.tasks for s in range(args.seeds)]
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda ts: train_one(*ts, args, root), jobs))
     summary(results, args)
+    if args.plot:
+        plot(results, args.tasks, args.plot)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
 
