@@ -139,13 +139,13 @@ def test_lockstep_one_learner_equals_serial(tmp_path, tiny):
         assert torch.equal(v, b["learner"]["target"][k]), k
 
 
-def test_four_learner_threads_ten_thousand_updates(tmp_path, tiny):
+def test_four_learner_threads_four_thousand_updates(tmp_path, tiny):
     result = shoal.train(
         "cartpole",
         overrides=threads_overrides(
             tiny,
             threads__learner_threads=4,
-            run__total_steps=2600,
+            run__total_steps=1100,
             run__learning_starts=100,
             run__train_freq=1,
             run__gradient_steps=4,
@@ -154,7 +154,7 @@ def test_four_learner_threads_ten_thousand_updates(tmp_path, tiny):
         ),
         run_dir=tmp_path / "r",
     )
-    assert result.updates >= 10_000
+    assert result.updates >= 4_000
     rows = [
         r
         for r in shoal.run.metrics.read_metrics(RunDir(tmp_path / "r").metrics)
