@@ -55,7 +55,8 @@ from shoal.envs import make_env, probe_env
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 from shoal.runners.ray import runner as apex
-from shoal.sync.ray_weights import RayWeightStore, WeightServer
+from shoal.sync.ray_weights import RayWeightStore
+from shoal.sync.weight_server import WeightServer
 
 
 def run(

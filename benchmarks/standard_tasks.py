@@ -143,7 +143,7 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}"
     )
     print(
-        "| task | steps | best.pt: mean +- sd over seeds | worst | median "
+        "| task | steps (mean) | best.pt: mean +- sd over seeds | worst | median "
         "| wall s (mean) | reference DQN | floor |"
     )
     for task in args.tasks:
@@ -157,7 +157,8 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
             verdict = " met" if worst >= t.floor else " MISSED"
         reference = f"{t.reference} +- {t.reference_sd}" if t.reference_sd else f"{t.reference}"
         print(
-            f"| {t.env_id} | {rows[0]['steps']} | {statistics.mean(scores):.1f} +- {spread:.1f} "
+            f"| {t.env_id} | {statistics.mean(r['steps'] for r in rows):.0f} "
+            f"| {statistics.mean(scores):.1f} +- {spread:.1f} "
             f"| {worst:.1f}{verdict} | {statistics.median(scores):.1f} "
             f"| {statistics.mean(r['wall'] for r in rows):.0f} | {reference} "
             f"| {t.floor if t.floor is not None else '-'} |"
@@ -182,7 +183,7 @@ def curve(run_dir: Path) -> list[tuple[int, float]]:
 def value_at(points: list[tuple[int, float]], step: int) -> float:
     """The last evaluation at or before ``step`` (the first one if none is)."""
     before = [v for s, v in points if s <= step]
-    return before[-1] if before else points[0][1]
+    return before[-1] if before else points[0][1] if points else float("nan")
 
 
 def plot(results: list[dict[str, Any]], tasks: list[str], path: Path) -> None:
@@ -193,7 +194,7 @@ def plot(results: list[dict[str, Any]], tasks: list[str], path: Path) -> None:
     FigureCanvasAgg(fig)
     for i, task in enumerate(tasks):
         ax = fig.add_subplot(1, len(tasks), i + 1)
-        for r in (r for r in results if r["task"] == task):
+        for r in (r for r in results if r["task"] == task and r["curve"]):
             steps, values = zip(*r["curve"], strict=True)
             ax.plot(steps, values, lw=1, label=f"seed {r['seed']}")
         ax.axhline(TASKS[task].reference, color="k", ls="--", lw=1, label="reference")

@@ -436,6 +436,12 @@ def test_a_config_file_extends_a_preset_or_another_file(tmp_path):
     cfg = load_config(tmp_path / "mine.toml", ["dqn.gamma=0.9"])
     assert (cfg.dqn.lr, cfg.run.seed, cfg.dqn.gamma) == (0.002, 7, 0.9)
     assert cfg.dqn.hidden == load_config("cartpole").dqn.hidden
+    # another env names the runs after it, as `shoal train atari --env ALE/Pong-v5` does
+    (tmp_path / "pong.toml").write_text('extends = "atari"\n[env]\nid = "ALE/Pong-v5"\n')
+    assert load_config(tmp_path / "pong.toml").run.name == ""
+    (tmp_path / "named.toml").write_text('extends = "pong.toml"\n[run]\nname = "p"\n')
+    assert load_config(tmp_path / "named.toml").run.name == "p"
+    assert load_config(tmp_path / "base.toml").run.name == "cartpole"
 
 
 @pytest.mark.parametrize(
@@ -445,7 +451,8 @@ def test_a_config_file_extends_a_preset_or_another_file(tmp_path):
         ('extends = ""', "'extends' must name a preset"),
         ('extends = "mine.toml"', "makes a cycle"),
         ('extends = "other.toml"', "makes a cycle"),
-        ('extends = "missing.toml"', "missing.toml"),
+        ('extends = "missing.toml"', "'extends' = 'missing.toml': no such preset"),
+        ('extends = "a\\u0000b"', "'extends' = .*not a path"),
         ('extends = "cartpole"\n[dqn]\nnope = 1', "unknown config key 'dqn.nope'"),
     ],
 )

@@ -97,7 +97,8 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
     from shoal.agent.builder import build_learner, transition_fields
     from shoal.config import load_config
     from shoal.envs import probe_env
-    from shoal.sync.ray_weights import RayWeightStore, WeightServer
+    from shoal.sync.ray_weights import RayWeightStore
+    from shoal.sync.weight_server import WeightServer
 
     cfg = load_config("cartpole", ["run.runner=ray", "dqn.hidden=[16]"])
     spec = probe_env(cfg.env)
@@ -135,7 +136,8 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
 
 
 def test_a_polling_weight_store_never_waits_and_sees_every_newer_version(ray_session):
-    from shoal.sync.ray_weights import RayWeightStore, WeightServer
+    from shoal.sync.ray_weights import RayWeightStore
+    from shoal.sync.weight_server import WeightServer
 
     tag = f"test-{time.monotonic_ns()}"
     server = ray_session.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")

@@ -157,7 +157,8 @@ class RayRunner(DQNRunner):
 
     def start(self) -> None:
         """Connect to Ray, start the replay, the weight server and the actors."""
-        from shoal.sync.ray_weights import RayWeightStore, WeightServer
+        from shoal.sync.ray_weights import RayWeightStore
+        from shoal.sync.weight_server import WeightServer
 
         ray, c = self.ray, self.cfg.ray
         self._connect()
@@ -166,7 +167,7 @@ class RayRunner(DQNRunner):
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
         fields = self.replay_fields(self.cfg, self.spec)
         self.replay_actor = replay.remote(self.cfg, self.spec, fields)
-        # The weight server's process starts beside the replay's (each imports torch, about
+        # The weight server's process starts beside the replay's (which imports torch, about
         # two seconds); the actors, which find both by name and pull weights as they start,
         # come after.
         server = ray.remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}")
