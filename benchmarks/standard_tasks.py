@@ -23,7 +23,8 @@ step budget only): what a user gets from ``shoal train --env ID --steps N``.
 KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names the runs.
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
 seconds are then those of a shared machine. ``--from DIR`` keeps the runs in DIR and
-reads the finished ones instead of training them again (an interrupted sweep goes on).
+reads the finished ones instead of training them again; a run stopped part-way is resumed
+from its last checkpoint (an interrupted sweep goes on).
 ``--plot PNG`` draws every task's evaluations against env steps, one line per seed, with
 the reference.
 
@@ -112,11 +113,13 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
     run_dir = root / run_name(task, seed, args)
     if not (run_dir / "result.json").is_file():
         source = "None" if args.defaults else repr(TASKS[task].preset or task)
+        train = f"{source}, overrides={overrides(task, seed, args)!r}, run_dir={str(run_dir)!r}"
+        if (run_dir / "checkpoints" / "latest.pt").is_file():  # stopped part-way: go on
+            train = f"resume={str(run_dir)!r}"
         code = (
             "import json, shoal, time\n"
             "t = time.perf_counter()\n"
-            f"r = shoal.train({source}, overrides={overrides(task, seed, args)!r}, "
-            f"run_dir={str(run_dir)!r})\n"
+            f"r = shoal.train({train})\n"
             f"s = shoal.evaluate_run(r.run_dir, {TASKS[task].episodes})\n"
             "out = dict(score=float(s.mean()), std=float(s.std()), steps=r.env_steps, "
             "wall=r.wall_seconds, process=time.perf_counter() - t, "
