@@ -631,18 +631,13 @@ def _apply_file(cfg: Config, path: Path, source: str, chain: tuple[Path, ...]) -
         if there in (*chain, here):
             raise ConfigError(f"{named} makes a cycle")
         _apply_file(cfg, base_path, base_source, (*chain, here))
-        if base in preset_names():
-            _name_after_a_new_env(cfg, PRESET_DIR / f"{base}.toml", data)
+        borrowed = (cfg.env.id, cfg.run.name) if base in preset_names() else None
+    else:
+        borrowed = None
     _apply(cfg, data, source)
-
-
-def _name_after_a_new_env(cfg: Config, preset: Path, data: Mapping[str, Any]) -> None:
-    """A file that extends a preset for another env (and names no run) names its runs
-    after the env, as a preset borrowed with ``--env`` does."""
-    env, run = data.get("env", {}), data.get("run", {})
-    if not isinstance(env, Mapping) or not isinstance(run, Mapping) or "name" in run:
-        return  # a malformed section is _apply's to reject
-    if "id" in env and env["id"] != read_toml(preset).get("env", {}).get("id"):
+    # A file extending a preset for another env (naming no run) names its runs after the
+    # env, as a preset borrowed with --env does.
+    if borrowed is not None and cfg.env.id != borrowed[0] and cfg.run.name == borrowed[1]:
         cfg.run.name = ""
 
 
