@@ -225,7 +225,7 @@ class RunConfig:
     """Training scheme: one of the registered runners (``shoal train --help`` lists them,
     each with its own config section)."""
     recipe: str = "auto"
-    """The agent every runner trains: a registered recipe ('dqn', 'mapf'), a 'module:Class'
+    """The agent every runner trains: a registered recipe ('dqn', 'iqn', 'mapf'), a 'module:Class'
     path to your own (a subclass of shoal.recipes.dqn.DQNRecipe, say, with its own loss),
     or 'auto': the env's own recipe (shoal/Mapf-v0: 'mapf'), else 'dqn'."""
     total_steps: int = param(50_000, gt=0)

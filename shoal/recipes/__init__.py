@@ -29,6 +29,7 @@ __all__ = [
 
 RECIPES: dict[str, Any] = {
     "dqn": "shoal.recipes.dqn:DQNRecipe",
+    "iqn": "shoal.recipes.iqn:IQNRecipe",
     "mapf": "shoal.mapf.recipe:MapfRecipe",
 }
 """``run.recipe`` name -> recipe class, or ``"module:Class"`` loaded on first use."""

@@ -53,6 +53,7 @@ that imports no runner and no torch (a runner's ``section`` attribute names the 
 PLUGIN_SECTIONS: dict[str, str] = {
     "selfplay": "shoal.games.selfplay:SelfPlayConfig",
     "mapf": "shoal.mapf.config:MapfConfig",
+    "iqn": "shoal.recipes.config:IQNConfig",
 }
 """Config sections owned by plug-ins rather than runners."""
 

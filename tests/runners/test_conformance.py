@@ -2,8 +2,8 @@
 and network on the DQN runners), leaves a checkpoint on Ctrl-C that ``--resume`` continues
 to a finished run with every artifact written, stops on a preemption signal, leaks no
 process, thread or shared-memory segment, and has a bad config rejected before any work.
-Variants (a user's recipe, batched envs, pixels, MAPF's recipe on serial, processes and
-ray) go through the Ctrl-C and artifact checks too.
+Variants (a user's recipe, IQN's, batched envs, pixels, MAPF's recipe on serial, processes
+and ray) go through the Ctrl-C and artifact checks too.
 
 A throwaway runner (``throwaway.py``, registered here) goes through the same suite, which
 is what adding a runner costs.
@@ -61,6 +61,8 @@ RECIPE = ["run.recipe='user_code.recipes:PseudoHuberDQN'"]
 """A new algorithm from outside shoal/ (a pseudo-Huber loss): one module, and it runs
 on every DQN runner."""
 DQN_RUNNERS = ("serial", "threads", "processes", "ray")
+IQN = ["run.recipe='iqn'", "iqn.n_quantiles=4", "iqn.n_target_quantiles=4"]
+"""shoal's IQN recipe: its learner draws quantile fractions, which a resume must continue."""
 PIXELS = ["run.train_freq=8"]
 """Pixel runs update every 8 env steps: a convolution's update costs what the checks need
 no more of."""
@@ -85,6 +87,11 @@ VARIANTS = {
     # A user's recipe on every DQN runner: in the driver, its learner threads, spawned
     # workers and Ray actors.
     **{f"{name}/recipe": RECIPE for name in DQN_RUNNERS},
+    # IQN on every DQN runner, one env on two of them and 4 on the others (and
+    # test_serial_runner's exact resume with 4)
+    **{f"{name}/iqn": IQN for name in ("serial", "threads")},
+    "processes/iqn": [*IQN, *BATCHED],
+    "ray/iqn": [*IQN, *BATCHED, "ray.steps_per_call=50"],
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).

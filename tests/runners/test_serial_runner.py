@@ -20,18 +20,19 @@ def params_of(run_dir):
     return state["learner"]["online"], state
 
 
-@pytest.mark.parametrize("num_envs", [1, 4])
-def test_resume_is_exact(tmp_path, tiny, num_envs):
+@pytest.mark.parametrize(("recipe", "num_envs"), [("dqn", 1), ("dqn", 4), ("iqn", 4)])
+def test_resume_is_exact(tmp_path, tiny, recipe, num_envs):
     """2k steps in one go == 1k, then resume to 2k: identical parameters and optimizer. The
-    first run ends mid-episode: the resumed one re-creates the running episodes."""
+    first run ends mid-episode: the resumed one re-creates the running episodes. IQN's
+    learner draws quantile fractions: the resumed one draws the same."""
     full = shoal.train(
         "cartpole",
-        overrides=tiny(run__total_steps=2000, env__num_envs=num_envs),
+        overrides=tiny(run__total_steps=2000, env__num_envs=num_envs, run__recipe=f"'{recipe}'"),
         run_dir=tmp_path / "full",
     )
     half = shoal.train(
         "cartpole",
-        overrides=tiny(run__total_steps=1000, env__num_envs=num_envs),
+        overrides=tiny(run__total_steps=1000, env__num_envs=num_envs, run__recipe=f"'{recipe}'"),
         run_dir=tmp_path / "half",
     )
     assert 1000 <= half.env_steps < 1000 + num_envs

@@ -1,0 +1,97 @@
+"""The IQN recipe: implicit quantile networks (Dabney et al. 2018) on shoal's torso (an MLP,
+a board or an image encoder, as ``[dqn]`` describes it), double-Q selection on the mean,
+n-step returns, uniform or prioritized replay; the fractions' settings are ``[iqn]``'s.
+
+Everything outside the learner is DQN's: the network's output as a Q-network is the mean
+quantile at fixed fractions (:mod:`shoal.agent.quantile`), so acting, evaluation, Ape-X's
+initial priorities and every transport take it as they take DQN's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import nn
+
+from shoal.agent.networks import image_encoder
+from shoal.agent.quantile import IQNLearner, QuantileNetwork
+from shoal.config import Config
+from shoal.envs import EnvSpec
+from shoal.errors import ConfigError
+from shoal.recipes.dqn import DQNRecipe
+from shoal.run.seeding import derive_seed
+
+__all__ = ["FRACTIONS_STREAM", "IQNRecipe", "make_quantile_network"]
+
+FRACTIONS_STREAM = 9
+"""Seed stream of the learner's quantile fractions."""
+
+
+def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
+    """The quantile network ``[dqn]`` and ``[iqn]`` describe, its weights drawn from torch's
+    generator."""
+    from shoal.agent.networks import ImageEncoder
+
+    d, q = cfg.dqn, cfg.iqn
+    kind = image_encoder(d.encoder, spec.image)
+    image = None if kind is None else ImageEncoder(spec.image, kind=kind, high=spec.image_high)  # type: ignore[arg-type]
+    return QuantileNetwork(
+        spec.obs_dim,
+        spec.n_actions,
+        hidden=d.hidden,
+        dueling=d.dueling,
+        n_cos=q.n_cos,
+        n_policy=q.n_policy_quantiles,
+        board=d.board,
+        conv=d.conv,
+        image=image,
+    )
+
+
+class IQNRecipe(DQNRecipe):
+    """Builds an IQN agent's parts: its quantile network and learner; the rest is DQN's."""
+
+    runners = ("serial", "threads", "processes", "ray")
+    """Stacked agents (the agents runner) stack DQN's loss only, so far."""
+
+    def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
+        """DQN's search space and the number of fractions the loss draws."""
+        return {
+            **super().search_space(cfg),
+            "iqn.n_quantiles": {"choices": [8, 16, 32, 64]},
+            "iqn.n_target_quantiles": {"choices": [8, 16, 32, 64]},
+        }
+
+    def check(self, cfg: Config) -> None:
+        """DQN's checks, and what IQN cannot take: actions with a continuous part, a
+        network of the user's own (its quantile embedding sits inside shoal's torso)."""
+        if cfg.dqn.network:
+            raise ConfigError(
+                f"config key 'dqn.network': the 'iqn' recipe builds its quantile network on"
+                f" shoal's torso ([dqn] hidden, dueling, encoder); {cfg.dqn.network!r} cannot"
+                " take fractions (leave dqn.network empty)"
+            )
+        super().check(cfg)
+        spec = self.probe(cfg)
+        if spec.hybrid:
+            raise ConfigError(
+                f"config key 'run.recipe': 'iqn' learns quantiles of discrete actions; env.id"
+                f" {cfg.env.id!r} has actions with a continuous part (use 'dqn')"
+            )
+
+    def make_learner(self, cfg: Config, spec: EnvSpec) -> IQNLearner:
+        """The IQN learner, weights drawn from torch's generator (the caller seeds it), its
+        fractions from the run seed's own stream."""
+        return IQNLearner(
+            make_quantile_network(cfg, spec),
+            cfg.dqn,
+            n_quantiles=cfg.iqn.n_quantiles,
+            n_target_quantiles=cfg.iqn.n_target_quantiles,
+            kappa=cfg.iqn.kappa,
+            seed=derive_seed(cfg.run.seed, FRACTIONS_STREAM),
+            device=cfg.run.device,
+        )
+
+    def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
+        """An inference-only quantile network of the learner's shape."""
+        return make_quantile_network(cfg, spec).requires_grad_(False)
