@@ -147,9 +147,26 @@ class Learner:
         self.apply(grads)
         return info
 
+    batch_type: type[Batch] = Batch
+    """The batch its loss reads: a replay sample's fields and :meth:`batch_extras`."""
+
     def make_batch(self, sample: Mapping[str, np.ndarray]) -> Batch:
-        """A replay sample as tensors on this learner's device."""
-        return Batch.from_numpy(sample, self.device)
+        """A replay sample as tensors on this learner's device, with its extras."""
+        base = vars(Batch.from_numpy(sample, self.device))
+        return self.batch_type(**base, **self.batch_extras(len(sample["action"])))
+
+    def batch_extras(self, n: int) -> dict[str, torch.Tensor]:
+        """What a loss reads besides the replay's fields for a batch of ``n`` (IQN's
+        quantile fractions), drawn from state the learner checkpoints: nothing for DQN."""
+        return {}
+
+    def extra_state(self) -> dict[str, Any]:
+        """State beyond weights, optimizer and counter that a resume needs (the generator
+        of :meth:`batch_extras`): nothing for DQN."""
+        return {}
+
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore what :meth:`extra_state` saved (``state`` is the learner's whole state)."""
 
     # --- target network -------------------------------------------------------------------
     @torch.no_grad()
@@ -168,12 +185,14 @@ class Learner:
         return self.online.state_dict()
 
     def state_dict(self) -> dict[str, Any]:
-        """Online and target weights, optimizer state and the update counter."""
+        """Online and target weights, optimizer state, the update counter and any
+        :meth:`extra_state`."""
         return {
             "online": self.online.state_dict(),
             "target": self.target.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "updates": self.updates,
+            **self.extra_state(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -185,6 +204,7 @@ class Learner:
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         set_adam_hyperparameters(self.optimizer, self.cfg)
         self.updates = int(state["updates"])
+        self.load_extra_state(state)
 
 
 class DQN(Learner):

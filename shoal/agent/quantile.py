@@ -30,7 +30,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -202,22 +201,20 @@ class IQNLearner(Learner):
         self.fractions = torch.Generator().manual_seed(seed)
         self._fractions_lock = threading.Lock()  # learner threads make batches side by side
 
-    def make_batch(self, sample: Mapping[str, np.ndarray]) -> QuantileBatch:
-        """A replay sample as tensors on this learner's device, with fresh fractions."""
-        b = len(sample["action"])
+    batch_type = QuantileBatch
+
+    def batch_extras(self, n: int) -> dict[str, torch.Tensor]:
+        """Fresh fractions for a batch of ``n``: ``taus`` ``(n, N)``, ``target_taus``
+        ``(n, N')``."""
         with self._fractions_lock:
-            taus = torch.rand(b, self.n_quantiles, generator=self.fractions)
-            target_taus = torch.rand(b, self.n_target_quantiles, generator=self.fractions)
-        base = Batch.from_numpy(sample, self.device)
-        return QuantileBatch(
-            **vars(base), taus=taus.to(self.device), target_taus=target_taus.to(self.device)
-        )
+            taus = torch.rand(n, self.n_quantiles, generator=self.fractions)
+            target_taus = torch.rand(n, self.n_target_quantiles, generator=self.fractions)
+        return {"taus": taus.to(self.device), "target_taus": target_taus.to(self.device)}
 
-    def state_dict(self) -> dict[str, Any]:
-        """The learner's state and the fraction generator's."""
-        return {**super().state_dict(), "fractions": self.fractions.get_state()}
+    def extra_state(self) -> dict[str, Any]:
+        """The fraction generator's state."""
+        return {"fractions": self.fractions.get_state()}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved."""
-        super().load_state_dict(state)
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
+        """Restore the fraction generator."""
         self.fractions.set_state(state["fractions"])

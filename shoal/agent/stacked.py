@@ -52,9 +52,11 @@ class StackedLossInfo:
 
 
 def stack_batches(batches: Sequence[Batch]) -> Batch:
-    """K batches (one per agent, same size) as one batch with a leading agent axis."""
-    return type(batches[0])(
-        **{f.name: torch.stack([getattr(b, f.name) for b in batches]) for f in fields(Batch)}
+    """K batches (one per agent, same size and kind) as one batch with a leading agent
+    axis."""
+    kind = type(batches[0])
+    return kind(
+        **{f.name: torch.stack([getattr(b, f.name) for b in batches]) for f in fields(kind)}
     )
 
 
@@ -62,8 +64,10 @@ class StackedLearner:
     """K learners of one kind (same network shape, loss and config) trained as one.
 
     Built from K ordinary learners, so each agent starts from its own initialisation; their
-    weights, targets and optimizer state are copied into the stack (the learners are not
-    used afterwards). :meth:`agent_state_dict` gives agent k back in a learner's format.
+    weights, targets and optimizer state are copied into the stack (the learners' own are
+    not used afterwards: only their batch extras, such as IQN's fractions, are still drawn
+    from each, so agent k draws what it would alone). :meth:`agent_state_dict` gives agent
+    k back in a learner's format.
 
     Args:
         learners: the K agents (each a :class:`~shoal.agent.learner.Learner`).
@@ -86,10 +90,22 @@ class StackedLearner:
         self._param_list = list(self.params.values())
         self.optimizer = make_adam(self._param_list, self.cfg)
         self.updates = first.updates
+        self.learners = list(learners)
+        """The K agents, for their :meth:`~shoal.agent.learner.Learner.batch_extras`."""
+        self.batch_type = first.batch_type
         self._vloss = vmap(self._one)
 
     def _one(self, params: Params, target_params: Params, *batch: torch.Tensor) -> Any:
-        return self.loss(params, target_params, Batch(*batch))
+        return self.loss(params, target_params, self.batch_type(*batch))
+
+    def make_batch(self, sample: Mapping[str, np.ndarray]) -> Batch:
+        """A stacked ``(K, B, ...)`` replay sample as tensors on the device, with each
+        agent's own batch extras."""
+        base = vars(Batch.from_numpy(sample, self.device))
+        b = len(sample["action"][0])
+        extras = [le.batch_extras(b) for le in self.learners]
+        stacked = {n: torch.stack([e[n] for e in extras]) for n in extras[0]}
+        return self.batch_type(**base, **stacked)
 
     def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], StackedLossInfo]:
         """Each agent's gradients (stacked) from a ``(K, B, ...)`` batch; ``.grad`` is
@@ -97,7 +113,7 @@ class StackedLearner:
         if getattr(self.loss.network, "stackable", False):  # batched matmuls, no vmap
             losses, td = self.loss(self.params, self.target_params, batch)
         else:
-            values = [getattr(batch, f.name) for f in fields(Batch)]
+            values = [getattr(batch, f.name) for f in fields(self.batch_type)]
             losses, td = self._vloss(self.params, self.target_params, *values)
         grads = torch.autograd.grad(losses.sum(), self._param_list)
         info = StackedLossInfo(losses.detach().cpu().numpy(), td.detach().cpu().numpy())
@@ -149,15 +165,18 @@ class StackedLearner:
             "target": {n: t[k].clone() for n, t in self.target_params.items()},
             "optimizer": {"state": state, "param_groups": opt["param_groups"]},
             "updates": self.updates,
+            **self.learners[k].extra_state(),
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """Stacked weights, targets, optimizer state and the update counter."""
+        """Stacked weights, targets, optimizer state, the update counter and each agent's
+        extra state."""
         return {
             "online": {n: p.detach().clone() for n, p in self.params.items()},
             "target": {n: t.clone() for n, t in self.target_params.items()},
             "optimizer": copy.deepcopy(self.optimizer.state_dict()),
             "updates": self.updates,
+            "agents": [le.extra_state() for le in self.learners],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -170,6 +189,8 @@ class StackedLearner:
         self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
         set_adam_hyperparameters(self.optimizer, self.cfg)
         self.updates = int(state["updates"])
+        for le, extra in zip(self.learners, state.get("agents", [{}] * self.k)):
+            le.load_extra_state(extra)
 
 
 class StackedActor:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from shoal.agent.networks import image_encoder
@@ -19,12 +20,8 @@ from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
 from shoal.recipes.dqn import DQNRecipe
-from shoal.run.seeding import derive_seed
 
-__all__ = ["FRACTIONS_STREAM", "IQNRecipe", "make_quantile_network"]
-
-FRACTIONS_STREAM = 9
-"""Seed stream of the learner's quantile fractions."""
+__all__ = ["IQNRecipe", "make_quantile_network"]
 
 
 def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
@@ -49,10 +46,9 @@ def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
 
 
 class IQNRecipe(DQNRecipe):
-    """Builds an IQN agent's parts: its quantile network and learner; the rest is DQN's."""
-
-    runners = ("serial", "threads", "processes", "ray")
-    """Stacked agents (the agents runner) stack DQN's loss only, so far."""
+    """Builds an IQN agent's parts: its quantile network and learner; the rest is DQN's.
+    It trains on every runner; K stacked IQN agents (the agents runner) each draw their
+    own fractions."""
 
     def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
         """DQN's search space and the number of fractions the loss draws."""
@@ -80,15 +76,16 @@ class IQNRecipe(DQNRecipe):
             )
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> IQNLearner:
-        """The IQN learner, weights drawn from torch's generator (the caller seeds it), its
-        fractions from the run seed's own stream."""
+        """The IQN learner, its weights and then its fractions' seed drawn from torch's
+        generator (the caller seeds it: the run seed, or each stacked agent's own)."""
+        network = make_quantile_network(cfg, spec)
         return IQNLearner(
-            make_quantile_network(cfg, spec),
+            network,
             cfg.dqn,
             n_quantiles=cfg.iqn.n_quantiles,
             n_target_quantiles=cfg.iqn.n_target_quantiles,
             kappa=cfg.iqn.kappa,
-            seed=derive_seed(cfg.run.seed, FRACTIONS_STREAM),
+            seed=int(torch.randint(2**62, ())),
             device=cfg.run.device,
         )
 

@@ -163,13 +163,37 @@ def test_bad_iqn_settings_are_one_line_errors_before_any_work(tmp_path, tiny):
     )
     with pytest.raises(ConfigError, match="'dqn.network'"):
         recipe_for(cfg).check(cfg)
-    with pytest.raises(ConfigError, match="'run.runner'"):
-        shoal.train(
-            None,
-            overrides=[
-                *tiny(),
-                "run.recipe='iqn'",
-                "run.runner='agents'",
-                "env.id='shoal/Harvest-v0'",
-            ],
-        )
+
+
+def test_stacked_iqn_agents_equal_separate_ones_each_drawing_its_own_fractions():
+    """K IQN learners stacked (one vmapped loss) step as the K alone do, each agent's
+    fractions drawn from its own generator; the stacked state round-trips them."""
+    from shoal.agent.stacked import StackedLearner
+
+    def agents():
+        out = []
+        for k in range(3):
+            torch.manual_seed(k)
+            net = QuantileNetwork(3, 2, hidden=[16, 16], dueling=True, n_cos=8, n_policy=4)
+            cfg = DQNConfig(hidden=[16, 16], lr=1e-2, target_period=5)
+            out.append(
+                IQNLearner(net, cfg, n_quantiles=5, n_target_quantiles=6, seed=k, device="cpu")
+            )
+        return out
+
+    alone, stacked = agents(), StackedLearner(agents())
+    for step in range(30):
+        samples = [sample(seed=100 * step + k) for k in range(3)]
+        for le, s in zip(alone, samples):
+            le.step(le.make_batch(s))
+        batch = stacked.make_batch({n: np.stack([s[n] for s in samples]) for n in samples[0]})
+        assert batch.taus.shape == (3, 16, 5) and not torch.equal(batch.taus[0], batch.taus[1])
+        stacked.step(batch)
+    for k, le in enumerate(alone):
+        for name, p in le.params.items():
+            assert torch.allclose(stacked.params[name][k], p, atol=1e-5), name
+    state = stacked.state_dict()
+    again = StackedLearner(agents())
+    again.load_state_dict(state)
+    s = {n: np.stack([v] * 3) for n, v in sample().items()}
+    assert torch.equal(again.make_batch(s).taus, stacked.make_batch(s).taus)

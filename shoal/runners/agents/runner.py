@@ -29,7 +29,6 @@ import torch
 
 from shoal.agent.builder import build_epsilon, build_q_network, build_replay
 from shoal.agent.learner import DQN
-from shoal.agent.losses import Batch
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
@@ -194,11 +193,11 @@ class AgentsRunner(Runner):
         """Every agent one update on a batch from its own buffer (``group.buffers[k]``);
         returns the mean loss. Stacked: all K batches in one draw from the block, one
         update; else agent by agent, drawing the same batches."""
-        b, device = self.cfg.dqn.batch_size, self.learners[0].device
+        b = self.cfg.dqn.batch_size
         if self.stacked is not None:
             with self.replay_lock:
                 sample = group.sample(b)
-            info = self.stacked.step(Batch.from_numpy(sample, device))
+            info = self.stacked.step(self.stacked.make_batch(sample))
             with self.replay_lock:
                 group.update_priorities(sample["indices"], info.td_errors)
             return float(info.loss.mean())
@@ -206,7 +205,7 @@ class AgentsRunner(Runner):
         for learner, buffer in zip(self.learners, group.buffers):
             with self.replay_lock:
                 sample = buffer.sample(b)
-            info = learner.step(Batch.from_numpy(sample, device))
+            info = learner.step(learner.make_batch(sample))
             with self.replay_lock:
                 buffer.update_priorities(sample["indices"], info.td_errors)
             losses.append(info.loss)
