@@ -28,7 +28,7 @@ from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, first_line
 from shoal.run.imports import load_object, shown
 
-__all__ = ["KEY", "build_user_network", "check_output"]
+__all__ = ["KEY", "build_user_network", "build_user_torso", "check_output"]
 
 KEY = "dqn.network"
 """The config key naming the factory."""
@@ -41,10 +41,47 @@ PROBE_BATCH = 2
 def build_user_network(path: str, spec: EnvSpec) -> nn.Module:
     """The module ``path``'s factory returns for ``spec``'s spaces, checked on a probe
     batch."""
-    factory = load_object(path, KEY, "the network factory's")
+    network = _call_factory(path, spec, KEY)
+    check_output(path, network, spec)
+    return network
+
+
+def build_user_torso(path: str, spec: EnvSpec, key: str) -> tuple[nn.Module, int]:
+    """The module ``path``'s factory returns for ``spec``'s spaces as a torso (a recipe's
+    network reads its features: IQN's fractions multiply them), and the width of its
+    features; one line naming ``key`` unless it maps a probe batch to ``(batch, width)``
+    floats."""
+    torso = _call_factory(path, spec, key)
+    x = _probe_batch(spec)
+    try:
+        with torch.no_grad():
+            out: Any = torso(x)
+    except Exception as e:
+        raise ConfigError(
+            f"config key {key!r}: the torso of {path} failed on a batch of observations "
+            f"of shape {tuple(x.shape)}: {first_line(e)}"
+        ) from e
+    ok = isinstance(out, torch.Tensor) and out.dim() == 2 and out.is_floating_point()
+    if not ok or out.shape[0] != PROBE_BATCH or out.shape[1] < 1:
+        got = (
+            f"{out.dtype} of shape {tuple(out.shape)}"
+            if isinstance(out, torch.Tensor)
+            else (f"a {type(out).__name__}")
+        )
+        raise ConfigError(
+            f"config key {key!r}: the torso of {path} maps observations of shape "
+            f"{tuple(x.shape)} to {got}; it must give features of shape (batch, width)"
+        )
+    return torso, int(out.shape[1])
+
+
+def _call_factory(path: str, spec: EnvSpec, key: str) -> nn.Module:
+    """What ``path``'s ``factory(observation_space, action_space)`` returns: a module, or
+    one line naming ``key``."""
+    factory = load_object(path, key, "the network factory's")
     if not callable(factory):
         raise ConfigError(
-            f"config key {KEY!r}: {shown(path)} is a {type(factory).__name__}, not a callable "
+            f"config key {key!r}: {shown(path)} is a {type(factory).__name__}, not a callable "
             "factory(observation_space, action_space) -> nn.Module"
         )
     obs_space, act_space = spec.spaces()
@@ -52,14 +89,13 @@ def build_user_network(path: str, spec: EnvSpec) -> nn.Module:
         network = factory(obs_space, act_space)
     except Exception as e:
         raise ConfigError(
-            f"config key {KEY!r}: {path}(observation_space, action_space) raised {first_line(e)}"
+            f"config key {key!r}: {path}(observation_space, action_space) raised {first_line(e)}"
         ) from e
     if not isinstance(network, nn.Module):
         raise ConfigError(
-            f"config key {KEY!r}: {path}(observation_space, action_space) returned a "
+            f"config key {key!r}: {path}(observation_space, action_space) returned a "
             f"{type(network).__name__}, not a torch.nn.Module"
         )
-    check_output(path, network, spec)
     return network
 
 

@@ -35,7 +35,14 @@ from torch import nn
 
 from shoal.agent.learner import Learner
 from shoal.agent.losses import Batch, mask_illegal
-from shoal.agent.networks import BoardEncoder, ImageEncoder, Params, QNetwork, linear
+from shoal.agent.networks import (
+    BoardEncoder,
+    ImageEncoder,
+    Params,
+    QNetwork,
+    apply_network,
+    linear,
+)
 from shoal.config import DQNConfig
 
 __all__ = ["IQNLearner", "QuantileBatch", "QuantileLoss", "QuantileNetwork", "quantile_huber"]
@@ -45,7 +52,11 @@ class QuantileNetwork(QNetwork):
     """A :class:`~shoal.agent.networks.QNetwork` whose features before the last hidden
     layer are multiplied by an embedding of quantile fractions: quantiles
     ``(batch, fractions, actions)`` for any fractions, and Q-values (their mean at
-    ``n_policy`` fixed fractions) as a Q-network's output."""
+    ``n_policy`` fixed fractions) as a Q-network's output.
+
+    With ``features`` (a user's torso, an ``nn.Module`` mapping observations to
+    ``(batch, features_width)``), the fractions multiply its features, and the ``hidden``
+    layers and the head follow."""
 
     def __init__(
         self,
@@ -59,14 +70,27 @@ class QuantileNetwork(QNetwork):
         board: Sequence[int] = (),
         conv: Sequence[int] = (),
         image: ImageEncoder | None = None,
+        features: nn.Module | None = None,
+        features_width: int = 0,
     ) -> None:
-        super().__init__(
-            obs_dim, n_actions, hidden=hidden, dueling=dueling, board=board, conv=conv, image=image
-        )
-        linears = [i for i, layer in enumerate(self.torso) if isinstance(layer, nn.Linear)]
-        self.merge = linears[-1] if linears else len(self.torso)
-        """Index of the torso layer the embedded fractions are multiplied in before."""
-        width = self.torso[self.merge].in_features if linears else self.width
+        # self.merge: the torso layer the embedded fractions are multiplied in before
+        if features is None:
+            super().__init__(
+                obs_dim,
+                n_actions,
+                hidden=hidden,
+                dueling=dueling,
+                board=board,
+                conv=conv,
+                image=image,
+            )
+            linears = [i for i, layer in enumerate(self.torso) if isinstance(layer, nn.Linear)]
+            self.merge = linears[-1] if linears else len(self.torso)
+            width = self.torso[self.merge].in_features if linears else self.width
+        else:
+            super().__init__(features_width, n_actions, hidden=hidden, dueling=dueling)
+            self.torso = nn.Sequential(features, *self.torso)
+            self.merge, width = 1, features_width
         self.embed = nn.Linear(n_cos, width)
         self.n_cos = n_cos
         self.n_policy = n_policy
@@ -74,11 +98,14 @@ class QuantileNetwork(QNetwork):
 
     def _layers(self, params: Params, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         for i in range(start, stop):
-            layer = self.torso[i]
+            layer, prefix = self.torso[i], f"torso.{i}."
             if isinstance(layer, (BoardEncoder, ImageEncoder)):
-                x = layer.apply_params(params, f"torso.{i}.", x)
+                x = layer.apply_params(params, prefix, x)
             elif isinstance(layer, nn.Linear):
-                x = linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]).relu_()
+                x = linear(x, params[prefix + "weight"], params[prefix + "bias"]).relu_()
+            elif not isinstance(layer, nn.ReLU):  # a user's torso, applied to its own weights
+                own = {n[len(prefix) :]: p for n, p in params.items() if n.startswith(prefix)}
+                x = apply_network(layer, own, x)
         return x
 
     def quantiles(self, params: Params, obs: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:

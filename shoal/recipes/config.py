@@ -28,3 +28,8 @@ class IQNConfig:
     """Cosines in the fractions' embedding."""
     kappa: float = param(1.0, gt=0.0)
     """The quantile Huber loss's threshold."""
+    torso: str = ""
+    """Your own torso: "package.module:factory", called as factory(observation_space,
+    action_space), returning an nn.Module that maps observations (batch, obs_dim) to
+    features (batch, width); the fractions multiply its features, then [dqn] hidden
+    layers and the head follow. Empty: shoal's torso as [dqn] describes it."""

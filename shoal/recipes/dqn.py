@@ -87,6 +87,11 @@ class DQNRecipe:
             with torch.random.fork_rng():
                 build_q_network(cfg, spec)
 
+    def user_factories(self, cfg: Config) -> dict[str, str]:
+        """The user's factories its networks are built from, by config key (each process
+        of a run imports them by name)."""
+        return {"dqn.network": cfg.dqn.network}
+
     def probe(self, cfg: Config) -> EnvSpec:
         """What the parts need to know of the env (made once to read it)."""
         return probe_env(cfg.env)

@@ -14,24 +14,33 @@ from typing import Any
 import torch
 from torch import nn
 
-from shoal.agent.networks import image_encoder
+from shoal.agent.network_factory import build_user_torso
+from shoal.agent.networks import ImageEncoder, image_encoder
 from shoal.agent.quantile import IQNLearner, QuantileNetwork
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
 from shoal.recipes.dqn import DQNRecipe
 
-__all__ = ["IQNRecipe", "make_quantile_network"]
+__all__ = ["TORSO_KEY", "IQNRecipe", "make_quantile_network"]
+
+TORSO_KEY = "iqn.torso"
+"""The config key naming a user's torso factory."""
 
 
 def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
-    """The quantile network ``[dqn]`` and ``[iqn]`` describe, its weights drawn from torch's
-    generator."""
-    from shoal.agent.networks import ImageEncoder
-
+    """The quantile network ``[dqn]`` and ``[iqn]`` describe (on the user's torso when
+    ``iqn.torso`` names one), its weights drawn from torch's generator."""
     d, q = cfg.dqn, cfg.iqn
-    kind = image_encoder(d.encoder, spec.image)
-    image = None if kind is None else ImageEncoder(spec.image, kind=kind, high=spec.image_high)  # type: ignore[arg-type]
+    parts: dict[str, Any] = {}
+    if q.torso:
+        features, width = build_user_torso(q.torso, spec, TORSO_KEY)
+        parts = {"features": features, "features_width": width}
+    else:
+        kind = image_encoder(d.encoder, spec.image)
+        if kind is not None:
+            parts["image"] = ImageEncoder(spec.image, kind=kind, high=spec.image_high)  # type: ignore[arg-type]
+        parts.update(board=d.board, conv=d.conv)
     return QuantileNetwork(
         spec.obs_dim,
         spec.n_actions,
@@ -39,9 +48,7 @@ def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
         dueling=d.dueling,
         n_cos=q.n_cos,
         n_policy=q.n_policy_quantiles,
-        board=d.board,
-        conv=d.conv,
-        image=image,
+        **parts,
     )
 
 
@@ -59,13 +66,14 @@ class IQNRecipe(DQNRecipe):
         }
 
     def check(self, cfg: Config) -> None:
-        """DQN's checks, and what IQN cannot take: actions with a continuous part, a
-        network of the user's own (its quantile embedding sits inside shoal's torso)."""
+        """DQN's checks, and what IQN cannot take: actions with a continuous part, a whole
+        Q-network of the user's (``iqn.torso`` takes their torso); a torso factory that
+        fails is one line naming ``iqn.torso``."""
         if cfg.dqn.network:
             raise ConfigError(
-                f"config key 'dqn.network': the 'iqn' recipe builds its quantile network on"
-                f" shoal's torso ([dqn] hidden, dueling, encoder); {cfg.dqn.network!r} cannot"
-                " take fractions (leave dqn.network empty)"
+                f"config key 'dqn.network': the 'iqn' recipe reads quantiles, not the"
+                f" Q-values {cfg.dqn.network!r} gives; name your torso as iqn.torso instead"
+                " (leave dqn.network empty)"
             )
         super().check(cfg)
         spec = self.probe(cfg)
@@ -74,6 +82,13 @@ class IQNRecipe(DQNRecipe):
                 f"config key 'run.recipe': 'iqn' learns quantiles of discrete actions; env.id"
                 f" {cfg.env.id!r} has actions with a continuous part (use 'dqn')"
             )
+        if cfg.iqn.torso:
+            with torch.random.fork_rng():
+                make_quantile_network(cfg, spec)
+
+    def user_factories(self, cfg: Config) -> dict[str, str]:
+        """The user's torso factory, if any."""
+        return {TORSO_KEY: cfg.iqn.torso}
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> IQNLearner:
         """The IQN learner, its weights and then its fractions' seed drawn from torch's

@@ -43,18 +43,25 @@ def torch_threads(threads: int) -> Iterator[None]:
 
 
 def _check_importable(cls: Any, cfg: Any) -> None:
-    """A network handed over in Python that other processes cannot import by its name (a
-    factory in ``__main__``) fails now, on a runner that needs them to, with the fix."""
+    """A network or torso handed over in Python that other processes cannot import by its
+    name (a factory in ``__main__``) fails now, on a runner that needs them to, with the
+    fix."""
+    from shoal.recipes import recipe_for
     from shoal.run.imports import importable_elsewhere
 
-    path = cfg.dqn.network
-    if path and cls.spawns(cfg) and not importable_elsewhere(path):
-        raise ConfigError(
-            f"config key 'dqn.network': {path!r} is defined in the main script (or inside a "
-            f"function), which the {cfg.run.runner!r} runner's worker processes cannot "
-            "import; move the factory into a module (e.g. my_nets.py beside the script) "
-            "and pass it from there, or set dqn.network = 'my_nets:factory'"
-        )
+    if not cls.spawns(cfg):
+        return
+    recipe = recipe_for(cfg)
+    named = getattr(recipe, "user_factories", None)
+    factories = named(cfg) if named is not None else {"dqn.network": cfg.dqn.network}
+    for key, path in factories.items():
+        if path and not importable_elsewhere(path):
+            raise ConfigError(
+                f"config key {key!r}: {path!r} is defined in the main script (or inside a "
+                f"function), which the {cfg.run.runner!r} runner's worker processes cannot "
+                "import; move the factory into a module (e.g. my_nets.py beside the script) "
+                f"and pass it from there, or set {key} = 'my_nets:factory'"
+            )
 
 
 class Runner:

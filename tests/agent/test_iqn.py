@@ -1,5 +1,8 @@
 """IQN: the quantile network, the quantile Huber loss, the learner's fractions, the recipe."""
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -12,6 +15,7 @@ from shoal.errors import ConfigError
 from shoal.recipes import recipe_for
 
 pytestmark = pytest.mark.timeout(120)
+sys.path.insert(0, str(Path(__file__).parents[1]))  # user_code/: a torso from outside shoal/
 
 
 def sample(n=16, obs_dim=3, n_actions=2, seed=0, discount=0.9):
@@ -161,8 +165,55 @@ def test_bad_iqn_settings_are_one_line_errors_before_any_work(tmp_path, tiny):
     cfg = load_config(
         "cartpole", overrides=["run.recipe='iqn'", "dqn.network='user_code.nets:make'"]
     )
-    with pytest.raises(ConfigError, match="'dqn.network'"):
+    with pytest.raises(ConfigError, match="'dqn.network'.*iqn.torso"):
         recipe_for(cfg).check(cfg)
+    for torso, what in [
+        ("user_code.qnets:missing", "has no attribute 'missing'"),
+        ("user_code.qnets:NOT_CALLABLE", "not a callable"),
+        ("user_code.qnets:layernorm_mlp", "features of shape"),  # a whole Q-network is fine
+    ]:
+        cfg = load_config("cartpole", overrides=["run.recipe='iqn'", f"iqn.torso='{torso}'"])
+        try:
+            recipe_for(cfg).check(cfg)
+        except ConfigError as e:
+            assert "'iqn.torso'" in str(e) and what in str(e), e
+        else:
+            assert torso.endswith("layernorm_mlp")  # (batch, 2) features: a valid torso
+    cfg = load_config(
+        "cartpole", overrides=["run.recipe='iqn'", "iqn.torso='user_code.qnets:summed_torso'"]
+    )
+    with pytest.raises(ConfigError, match=r"'iqn.torso'.*shape \(2,\).*\(batch, width\)"):
+        recipe_for(cfg).check(cfg)
+
+
+def test_a_users_torso_carries_the_quantile_network(tmp_path, tiny):
+    """``iqn.torso``: the user's module maps observations to features; the fractions
+    multiply them, then [dqn] hidden and the head; it trains and resumes exactly."""
+    from shoal.envs import probe_env
+    from shoal.recipes.iqn import make_quantile_network
+
+    over = [*tiny(), "run.recipe='iqn'", "iqn.torso='user_code.qnets:layernorm_torso'"]
+    cfg = load_config("cartpole", overrides=over)
+    net = make_quantile_network(cfg, probe_env(cfg.env))
+    names = [n for n, _ in net.named_parameters()]
+    assert "torso.0.1.weight" in names and net.embed.out_features == 48  # the LayerNorm
+    params = {n: p.detach() + 0.01 for n, p in net.named_parameters()}
+    z = net.quantiles(params, torch.zeros(5, 4), torch.rand(5, 3))
+    assert z.shape == (5, 3, 2)
+    # the explicit weights are used, not the module's own
+    assert not torch.allclose(
+        z, net.quantiles(dict(net.named_parameters()), torch.zeros(5, 4), torch.rand(5, 3))
+    )
+    full = shoal.train("cartpole", overrides=[*over, "run.total_steps=800"], run_dir=tmp_path / "f")
+    shoal.train("cartpole", overrides=[*over, "run.total_steps=400"], run_dir=tmp_path / "h")
+    resumed = shoal.train(resume=tmp_path / "h", overrides=["run.total_steps=800"])
+    assert resumed.updates == full.updates > 0
+    from shoal.run.checkpoint import load_checkpoint
+    from shoal.run.directory import RunDir
+
+    a = load_checkpoint(RunDir(tmp_path / "f").checkpoint)["learner"]["online"]
+    b = load_checkpoint(RunDir(tmp_path / "h").checkpoint)["learner"]["online"]
+    assert all(torch.equal(a[n], b[n]) for n in a)
 
 
 def test_stacked_iqn_agents_equal_separate_ones_each_drawing_its_own_fractions():

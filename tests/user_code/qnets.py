@@ -67,3 +67,20 @@ def not_a_module(observation_space: Any, action_space: Any) -> Any:
 
 
 NOT_CALLABLE = 3
+
+
+def layernorm_torso(observation_space: Any, action_space: Any) -> nn.Module:
+    """A torso (observations to 48 features, no head) with a LayerNorm: what IQN's
+    ``iqn.torso`` takes."""
+    n_in = int(observation_space.shape[0])
+    return nn.Sequential(nn.Linear(n_in, 48), nn.LayerNorm(48), nn.ReLU())
+
+
+class _Summed(nn.Module):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return obs.sum(-1)
+
+
+def summed_torso(observation_space: Any, action_space: Any) -> nn.Module:
+    """A torso that drops the feature axis: ``(batch,)``, no width (rejected)."""
+    return _Summed()
