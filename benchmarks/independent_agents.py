@@ -1,4 +1,5 @@
-"""K independent DQN agents: stacked (one program over stacked weights) vs one at a time.
+"""K independent DQN (or IQN) agents: stacked (one program over stacked weights) vs one at
+a time.
 
 Each agent has its own network, target network, Adam state and replay buffer; nothing is
 shared. The question is only how fast the arithmetic of K agents runs. Side by side in one
@@ -56,11 +57,18 @@ loop and in the stack start from the same weights (``StackedLearner`` copies the
 sides train as they are timed. The machine, the thread settings and the load average
 before and after are printed: timings on a shared machine move with its load.
 
+With ``--recipe iqn`` the agents are IQN learners (quantile networks on the same MLP,
+``--quantiles`` fractions for the loss and its target, 32 for acting; each agent draws its
+own fractions, in the loop and in the stack alike); sections 1 and 2 only (the quantile
+network goes through ``vmap``, so section 3 has nothing to compare, and sections 4-5
+drive the DQN agents).
+
 Usage:
     python benchmarks/independent_agents.py [--ks 8 32 128] [--reps 15] [--quick]
         [--sections 1 2 3 4 5] [--e2e-k 32] [--e2e-steps 8000] [--e2e-copy]
         [--e2e-train-freq 4]
     python benchmarks/independent_agents.py --sections 5 --e2e-copy   # only section 5
+    python benchmarks/independent_agents.py --recipe iqn --sections 1 2 --ks 8 32
 """
 
 from __future__ import annotations
@@ -79,8 +87,9 @@ from dataclasses import fields
 import numpy as np
 import torch
 
-from shoal.agent.learner import DQN
+from shoal.agent.learner import DQN, Learner
 from shoal.agent.losses import Batch
+from shoal.agent.quantile import IQNLearner, QuantileNetwork
 from shoal.agent.stacked import StackedActor, StackedLearner, StackedLossInfo, stack_batches
 from shoal.config import DQNConfig, load_config
 from shoal.replay import ReplayBuffer, StackedReplay
@@ -144,18 +153,39 @@ def make_buffer(k: int, capacity: int, obs_dim: int) -> ReplayBuffer:
     return buf
 
 
-class Setup:
-    """K fresh DQN agents, their buffers, the StackedLearner built from them, fixed batches."""
+def make_agent(recipe: str, cfg: DQNConfig, obs_dim: int, quantiles: int, seed: int) -> Learner:
+    """One agent: a DQN learner, or an IQN learner on the same MLP."""
+    if recipe == "dqn":
+        return DQN(obs_dim, N_ACTIONS, cfg, device="cpu")
+    net = QuantileNetwork(obs_dim, N_ACTIONS, hidden=cfg.hidden, dueling=cfg.dueling)
+    return IQNLearner(
+        net, cfg, n_quantiles=quantiles, n_target_quantiles=quantiles, seed=seed, device="cpu"
+    )
 
-    def __init__(self, k: int, cfg: DQNConfig, obs_dim: int, capacity: int, chunk: int) -> None:
+
+class Setup:
+    """K fresh agents, their buffers, the StackedLearner built from them, fixed batches."""
+
+    def __init__(
+        self,
+        k: int,
+        cfg: DQNConfig,
+        obs_dim: int,
+        capacity: int,
+        chunk: int,
+        recipe: str = "dqn",
+        quantiles: int = 8,
+    ) -> None:
         self.k = k
         torch.manual_seed(k)
-        self.dqns = [DQN(obs_dim, N_ACTIONS, cfg, device="cpu") for _ in range(k)]
+        self.dqns = [make_agent(recipe, cfg, obs_dim, quantiles, i) for i in range(k)]
         self.stacked = StackedLearner(self.dqns)  # copies: the DQNs stay independent
         self.buffers = [make_buffer(i, capacity, obs_dim) for i in range(k)]
         self.group = StackedReplay(self.buffers)  # the same buffers, items in one block
         self.batch_size = cfg.batch_size
-        self.batches = [Batch.from_numpy(b.sample(cfg.batch_size), "cpu") for b in self.buffers]
+        self.batches = [
+            d.make_batch(b.sample(cfg.batch_size)) for d, b in zip(self.dqns, self.buffers)
+        ]
         self.stacked_batch = stack_batches(self.batches)
         # The same K agents as K / chunk smaller stacks (a working set that fits in cache).
         self.chunks: list[tuple[StackedLearner, Batch]] = []
@@ -238,13 +268,13 @@ def section_train(s: Setup, reps: int, results: dict) -> None:
 
     def loop_sampled() -> None:
         for dqn, buf in zip(s.dqns, s.buffers):
-            dqn.step(Batch.from_numpy(buf.sample(bs), "cpu"))
+            dqn.step(dqn.make_batch(buf.sample(bs)))
 
     def stacked_sampled() -> None:
-        st.step(Batch.from_numpy(s.group.sample(bs), "cpu"))
+        st.step(st.make_batch(s.group.sample(bs)))
 
     def stacked_sampled_k() -> None:
-        st.step(stack_batches([Batch.from_numpy(b.sample(bs), "cpu") for b in s.buffers]))
+        st.step(stack_batches([d.make_batch(b.sample(bs)) for d, b in zip(s.dqns, s.buffers)]))
 
     fns = {
         "loop": loop_update,
@@ -538,6 +568,8 @@ def main() -> None:
     parser.add_argument("--pool-budget", type=float, default=60.0, help="seconds per K")
     parser.add_argument("--no-pool", action="store_true", help="skip the process pool")
     parser.add_argument("--quick", action="store_true", help="a tiny smoke run")
+    parser.add_argument("--recipe", default="dqn", choices=("dqn", "iqn"), help="the agents")
+    parser.add_argument("--quantiles", type=int, default=8, help="IQN's N and N'")
     parser.add_argument(
         "--sections",
         type=int,
@@ -559,6 +591,8 @@ def main() -> None:
         args.hidden, args.batch, args.capacity, args.chunk = [16], 8, 64, 2
         args.e2e_k, args.e2e_steps, args.e2e_turns = 4, 200, 50
     sections = set(args.sections)
+    if args.recipe != "dqn" and sections - {1, 2}:
+        parser.error("--recipe iqn: sections 1 and 2 only (--sections 1 2)")
     torch.set_num_threads(args.threads)
     cfg = DQNConfig(hidden=list(args.hidden), batch_size=args.batch)
     t_start = time.perf_counter()
@@ -568,15 +602,18 @@ def main() -> None:
         f"Python {platform.python_version()}"
     )
     if sections & {1, 2, 3, 4}:
+        kind = "DQN" if args.recipe == "dqn" else f"IQN ({args.quantiles} fractions, 32 acting)"
         print(
             f"agents: obs {args.obs_dim}, {N_ACTIONS} actions, MLP {args.hidden}, dueling, double "
-            f"DQN, batch {args.batch}, buffers of {args.capacity}; K = {args.ks}; "
+            f"{kind}, batch {args.batch}, buffers of {args.capacity}; K = {args.ks}; "
             f"median of {args.reps} round-robin samples"
         )
     setups = {}
     if sections & {1, 2, 3, 4}:
         for k in args.ks:
-            setups[k] = Setup(k, cfg, args.obs_dim, args.capacity, args.chunk)
+            setups[k] = Setup(
+                k, cfg, args.obs_dim, args.capacity, args.chunk, args.recipe, args.quantiles
+            )
 
     results: dict = {}
     if 1 in sections:
