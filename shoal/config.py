@@ -215,6 +215,35 @@ class ExploreConfig:
     """Epsilon after the decay."""
     eps_decay_steps: int = param(10_000, gt=0)
     """Env steps over which epsilon decays linearly."""
+    noisy: bool = False
+    """Explore with noisy layers (factorised Gaussian, Fortunato et al. 2018) instead of
+    epsilon: the last hidden layer and the head of shoal's networks learn their own noise,
+    drawn afresh at every acting step and loss evaluation (greedy evaluation reads the
+    mean weights). Needs eps_start = eps_end = 0."""
+    noisy_sigma: float = param(0.5, gt=0.0, le=10.0)
+    """The noise's initial scale, sigma0 (each layer starts at sigma0 / sqrt(inputs))."""
+
+    def check(self, cfg: Any) -> None:
+        """Noisy layers explore in place of epsilon, on shoal's own networks."""
+        if not self.noisy:
+            return
+        if self.eps_start != 0 or self.eps_end != 0:
+            raise ConfigError(
+                "config key 'explore.noisy': noisy layers explore in place of epsilon; set "
+                f"explore.eps_start = 0 and explore.eps_end = 0 (they are {self.eps_start} and "
+                f"{self.eps_end})"
+            )
+        if cfg.dqn.network:
+            raise ConfigError(
+                f"config key 'explore.noisy': noisy layers are shoal's network's; "
+                f"dqn.network {cfg.dqn.network!r} is your own (add noise in it, or leave "
+                "explore.noisy = false)"
+            )
+        if cfg.run.recipe == "mapf":
+            raise ConfigError(
+                "config key 'explore.noisy': the 'mapf' recipe's network has no noisy layers"
+                " (the 'dqn' and 'iqn' recipes' have)"
+            )
 
 
 @dataclass

@@ -29,6 +29,7 @@ from torch import nn
 
 from shoal.agent.losses import mask_illegal
 from shoal.agent.networks import Params, apply_network
+from shoal.agent.noisy import draw_noise_np, noise_shapes
 
 __all__ = ["Actor", "WeightSource", "epsilon_greedy_action"]
 
@@ -96,6 +97,8 @@ class Actor:
             device = "cpu" if first is None else first.device
         self.device = torch.device(device)
         self._recurrent = bool(getattr(network, "recurrent", False))
+        self._noise_shapes = noise_shapes(dict(network.named_parameters()))
+        """Its noisy layers: acting draws fresh noise for them at every step."""
         self.rng = rng
         self.epsilon = 1.0
         """Probability of a random action; the runner sets it (schedule or published)."""
@@ -138,6 +141,19 @@ class Actor:
             q = mask_illegal(q, x)
         return q.argmax(dim=1).cpu().numpy()
 
+    @torch.inference_mode()
+    def explore_greedy(self, obs: np.ndarray) -> np.ndarray:
+        """The actions acting takes before epsilon: :meth:`greedy`'s, under fresh noise
+        (drawn from the exploration generator) when the network has noisy layers."""
+        if not self._noise_shapes:
+            return self.greedy(obs)
+        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        noise = draw_noise_np(self._noise_shapes, self.rng, self.device)
+        q = apply_network(self.network, {**self.params, **noise}, x)
+        if self.action_mask:
+            q = mask_illegal(q, x)
+        return q.argmax(dim=1).cpu().numpy()
+
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> Any:
         """Epsilon-greedy actions for a batch of observations, row i exploring with
         ``epsilons[i]``, with one forward pass for the whole batch (none when every row
@@ -146,10 +162,10 @@ class Actor:
         explore = self.rng.random(len(obs)) < epsilons
         k = int(np.count_nonzero(explore))
         if k == 0:  # the common case late in a run
-            return self.greedy(obs)
+            return self.explore_greedy(obs)
         # Exploring rows ride along in the forward: selecting the others would cost more
         # (copies) than the rows save on a network an actor steps every env step with.
-        actions = self.greedy(obs) if k < len(obs) else np.empty(len(obs), np.int64)
+        actions = self.explore_greedy(obs) if k < len(obs) else np.empty(len(obs), np.int64)
         if self.action_mask:
             for i in np.flatnonzero(explore):
                 actions[i] = self._random_action(obs[i])
@@ -186,7 +202,7 @@ class Actor:
         ``obs_dtype`` says how observations reach it (packed bits stay uint8)."""
         if not self._recurrent:
             action = epsilon_greedy_action(
-                self.greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
+                self.explore_greedy, obs, self.epsilon, self.rng, self.n_actions, self.action_mask
             )
             return action, state
         q, state = self.q_values(obs, state)

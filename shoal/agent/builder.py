@@ -73,7 +73,13 @@ def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
             spec.action_high,
         )
     return make_q_network(
-        cfg.dqn, spec.obs_dim, spec.n_actions, image=spec.image, image_high=spec.image_high
+        cfg.dqn,
+        spec.obs_dim,
+        spec.n_actions,
+        image=spec.image,
+        image_high=spec.image_high,
+        noisy=cfg.explore.noisy,
+        sigma0=cfg.explore.noisy_sigma,
     )
 
 

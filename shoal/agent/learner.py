@@ -35,6 +35,7 @@ from torch import nn
 
 from shoal.agent.losses import Batch, DQNLoss
 from shoal.agent.networks import Params, make_q_network
+from shoal.agent.noisy import NoiseSource, noise_shapes
 from shoal.config import DQNConfig
 
 __all__ = ["DQN", "Batch", "Learner", "LossInfo", "make_adam", "resolve_device"]
@@ -114,10 +115,24 @@ class Learner:
         self.optimizer = make_adam(self._param_list, cfg)
         self.updates = 0
         """Optimizer steps taken; drives the hard target period."""
+        self.noise: NoiseSource | None = None
+        """Noisy layers' noise for each loss evaluation (None: the network has none); its
+        seed is drawn from torch's generator after the weights (the caller seeds it)."""
+        shapes = noise_shapes(self.params)
+        if shapes:
+            self.noise = NoiseSource(shapes, int(torch.randint(2**62, ())))
+
+    def loss_params(self) -> tuple[Params, Params]:
+        """The online and target weights a loss evaluation reads: with fresh noise for
+        each when the network has noisy layers."""
+        if self.noise is None:
+            return self.params, self.target_params
+        online, target = self.noise.draw(self.device)
+        return {**self.params, **online}, {**self.target_params, **target}
 
     def gradients(self, batch: Any) -> tuple[list[torch.Tensor], LossInfo]:
         """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
-        loss, td = self.loss(self.params, self.target_params, batch)
+        loss, td = self.loss(*self.loss_params(), batch)
         # Zeros for parameters a batch does not reach (a communication block in a batch
         # where no agent meets another).
         grads = torch.autograd.grad(loss, self._param_list, materialize_grads=True)
@@ -161,12 +176,14 @@ class Learner:
         return {}
 
     def extra_state(self) -> dict[str, Any]:
-        """State beyond weights, optimizer and counter that a resume needs (the generator
-        of :meth:`batch_extras`): nothing for DQN."""
-        return {}
+        """State beyond weights, optimizer and counter that a resume needs (the generators
+        of the noise and of :meth:`batch_extras`): nothing for plain DQN."""
+        return {} if self.noise is None else {"noise": self.noise.state_dict()}
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`extra_state` saved (``state`` is the learner's whole state)."""
+        if self.noise is not None:
+            self.noise.load_state_dict(state["noise"])
 
     # --- target network -------------------------------------------------------------------
     @torch.no_grad()

@@ -34,6 +34,7 @@ __all__ = [
     "QNetwork",
     "RecurrentQNetwork",
     "apply_network",
+    "dense",
     "image_encoder",
     "linear",
     "load_weights",
@@ -112,6 +113,19 @@ class _StackedLinear(torch.autograd.Function):
         grad_w = torch.bmm(grad.transpose(-1, -2), x) if need_w else None
         grad_b = grad.sum(-2) if need_b else None
         return grad_x, grad_w, grad_b
+
+
+def dense(params: Params, prefix: str, x: torch.Tensor) -> torch.Tensor:
+    """The linear layer ``prefix`` of ``params`` on ``x``: a noisy layer
+    (:mod:`shoal.agent.noisy`) with the noise ``params`` carries for it, else with its mean
+    weights (as every layer that is not noisy)."""
+    w, b = params[prefix + "weight"], params[prefix + "bias"]
+    e_in = params.get(prefix + "noise_in")
+    if e_in is not None:
+        e_out = params[prefix + "noise_out"]
+        w = w + params[prefix + "weight_sigma"] * (e_out.unsqueeze(-1) * e_in.unsqueeze(-2))
+        b = b + params[prefix + "bias_sigma"] * e_out
+    return linear(x, w, b)
 
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -239,6 +253,8 @@ class QNetwork(nn.Module):
         board: Sequence[int] = (),
         conv: Sequence[int] = (),
         image: ImageEncoder | None = None,
+        noisy: bool = False,
+        sigma0: float = 0.5,
     ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
@@ -267,6 +283,20 @@ class QNetwork(nn.Module):
             self.advantage = nn.Linear(width, n_actions)
         else:
             self.head = nn.Linear(width, n_actions)
+        self.noisy = noisy
+        """Its last hidden layer and its head are noisy layers (:mod:`shoal.agent.noisy`)."""
+        if noisy:
+            self.make_noisy(sigma0)
+
+    def make_noisy(self, sigma0: float) -> None:
+        """Give the head and the last hidden layer noise parameters (Rainbow's noisy
+        streams: the layers nearest the Q-values)."""
+        from shoal.agent.noisy import add_noise_parameters
+
+        heads = [self.value, self.advantage] if self.dueling else [self.head]
+        hidden = [m for m in self.torso if isinstance(m, nn.Linear)][-1:]
+        for layer in [*hidden, *heads]:
+            add_noise_parameters(layer, sigma0)
 
     def features(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
         """The torso's output for ``obs`` under ``params`` (bytes only reach an image
@@ -279,15 +309,15 @@ class QNetwork(nn.Module):
             if isinstance(layer, (BoardEncoder, ImageEncoder)):
                 x = layer.apply_params(params, f"torso.{i}.", x)
             elif isinstance(layer, nn.Linear):
-                x = linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]).relu_()
+                x = dense(params, f"torso.{i}.", x).relu_()
         return x
 
     def q_values(self, params: Params, z: torch.Tensor) -> torch.Tensor:
         """Q-values from torso features ``z`` (shared with heads added by subclasses)."""
         if not self.dueling:
-            return linear(z, params["head.weight"], params["head.bias"])
-        adv = linear(z, params["advantage.weight"], params["advantage.bias"])
-        value = linear(z, params["value.weight"], params["value.bias"])
+            return dense(params, "head.", z)
+        adv = dense(params, "advantage.", z)
+        value = dense(params, "value.", z)
         return value + adv - adv.mean(dim=-1, keepdim=True)
 
     def apply_params(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
@@ -307,6 +337,8 @@ def make_q_network(
     *,
     image: Sequence[int] | None = None,
     image_high: float = 1.0,
+    noisy: bool = False,
+    sigma0: float = 0.5,
 ) -> QNetwork:
     """The Q-network a DQN config describes (the learner's and every actor's copy), for
     observations that are ``image`` (``(C, H, W)``, pixels up to ``image_high``) or not."""
@@ -319,6 +351,8 @@ def make_q_network(
         board=cfg.board,
         conv=cfg.conv,
         image=None if kind is None else ImageEncoder(image, kind=kind, high=image_high),  # type: ignore[arg-type]
+        noisy=noisy,
+        sigma0=sigma0,
     )
 
 

@@ -41,6 +41,7 @@ from shoal.agent.networks import (
     Params,
     QNetwork,
     apply_network,
+    dense,
     linear,
 )
 from shoal.config import DQNConfig
@@ -72,6 +73,8 @@ class QuantileNetwork(QNetwork):
         image: ImageEncoder | None = None,
         features: nn.Module | None = None,
         features_width: int = 0,
+        noisy: bool = False,
+        sigma0: float = 0.5,
     ) -> None:
         # self.merge: the torso layer the embedded fractions are multiplied in before
         if features is None:
@@ -83,12 +86,21 @@ class QuantileNetwork(QNetwork):
                 board=board,
                 conv=conv,
                 image=image,
+                noisy=noisy,
+                sigma0=sigma0,
             )
             linears = [i for i, layer in enumerate(self.torso) if isinstance(layer, nn.Linear)]
             self.merge = linears[-1] if linears else len(self.torso)
             width = self.torso[self.merge].in_features if linears else self.width
         else:
-            super().__init__(features_width, n_actions, hidden=hidden, dueling=dueling)
+            super().__init__(
+                features_width,
+                n_actions,
+                hidden=hidden,
+                dueling=dueling,
+                noisy=noisy,
+                sigma0=sigma0,
+            )
             self.torso = nn.Sequential(features, *self.torso)
             self.merge, width = 1, features_width
         self.embed = nn.Linear(n_cos, width)
@@ -102,7 +114,7 @@ class QuantileNetwork(QNetwork):
             if isinstance(layer, (BoardEncoder, ImageEncoder)):
                 x = layer.apply_params(params, prefix, x)
             elif isinstance(layer, nn.Linear):
-                x = linear(x, params[prefix + "weight"], params[prefix + "bias"]).relu_()
+                x = dense(params, prefix, x).relu_()
             elif not isinstance(layer, nn.ReLU):  # a user's torso, applied to its own weights
                 own = {n[len(prefix) :]: p for n, p in params.items() if n.startswith(prefix)}
                 x = apply_network(layer, own, x)
@@ -239,9 +251,10 @@ class IQNLearner(Learner):
         return {"taus": taus.to(self.device), "target_taus": target_taus.to(self.device)}
 
     def extra_state(self) -> dict[str, Any]:
-        """The fraction generator's state."""
-        return {"fractions": self.fractions.get_state()}
+        """The fraction generator's state (and the noise's)."""
+        return {**super().extra_state(), "fractions": self.fractions.get_state()}
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        """Restore the fraction generator."""
+        """Restore the fraction generator (and the noise's)."""
+        super().load_extra_state(state)
         self.fractions.set_state(state["fractions"])

@@ -39,6 +39,7 @@ from torch.func import stack_module_state, vmap
 from shoal.agent.learner import Learner, make_adam, set_adam_hyperparameters
 from shoal.agent.losses import Batch, mask_illegal
 from shoal.agent.networks import Params, apply_network
+from shoal.agent.noisy import draw_noise_np, noise_shapes
 
 __all__ = ["StackedActor", "StackedLearner", "StackedLossInfo", "stack_batches"]
 
@@ -98,9 +99,21 @@ class StackedLearner:
     def _one(self, params: Params, target_params: Params, *batch: torch.Tensor) -> Any:
         return self.loss(params, target_params, self.batch_type(*batch))
 
+    def loss_params(self) -> tuple[Params, Params]:
+        """The stacked weights a loss evaluation reads: with each agent's own fresh noise
+        (from its own generator) when the network has noisy layers."""
+        if self.learners[0].noise is None:
+            return self.params, self.target_params
+        draws = [le.noise.draw(self.device) for le in self.learners]  # type: ignore[union-attr]
+        online = {n: torch.stack([d[0][n] for d in draws]) for n in draws[0][0]}
+        target = {n: torch.stack([d[1][n] for d in draws]) for n in draws[0][1]}
+        return {**self.params, **online}, {**self.target_params, **target}
+
     def make_batch(self, sample: Mapping[str, np.ndarray]) -> Batch:
         """A stacked ``(K, B, ...)`` replay sample as tensors on the device, with each
         agent's own batch extras."""
+        if "weights" not in sample:  # uniform replay: ones per agent and sample
+            sample = {**sample, "weights": np.ones(np.shape(sample["action"])[:2], np.float32)}
         base = vars(Batch.from_numpy(sample, self.device))
         b = len(sample["action"][0])
         extras = [le.batch_extras(b) for le in self.learners]
@@ -110,11 +123,12 @@ class StackedLearner:
     def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], StackedLossInfo]:
         """Each agent's gradients (stacked) from a ``(K, B, ...)`` batch; ``.grad`` is
         left alone."""
+        params, target_params = self.loss_params()
         if getattr(self.loss.network, "stackable", False):  # batched matmuls, no vmap
-            losses, td = self.loss(self.params, self.target_params, batch)
+            losses, td = self.loss(params, target_params, batch)
         else:
             values = [getattr(batch, f.name) for f in fields(self.batch_type)]
-            losses, td = self._vloss(self.params, self.target_params, *values)
+            losses, td = self._vloss(params, target_params, *values)
         grads = torch.autograd.grad(losses.sum(), self._param_list)
         info = StackedLossInfo(losses.detach().cpu().numpy(), td.detach().cpu().numpy())
         return list(grads), info
@@ -228,24 +242,32 @@ class StackedActor:
         self.version = -1
         """Version of the weights in use, when they come from a weight store."""
         self._vq = vmap(functools.partial(apply_network, network))
+        self._noise_shapes = noise_shapes(dict(network.named_parameters()))
+        """Its noisy layers: acting draws each agent's own noise at every turn."""
 
-    def greedy(self, obs: np.ndarray) -> np.ndarray:
-        """Each agent's greedy action for its own observation; ``obs`` is ``(K, obs_dim)``."""
-        return self.greedy_worlds(obs[:, None])[:, 0]
+    def greedy(self, obs: np.ndarray, noisy: bool = False) -> np.ndarray:
+        """Each agent's greedy action for its own observation; ``obs`` is ``(K, obs_dim)``;
+        ``noisy``: under fresh noise, agent k's from ``rngs[k]`` (acting)."""
+        return self.greedy_worlds(obs[:, None], noisy)[:, 0]
 
     @torch.inference_mode()
-    def greedy_worlds(self, obs: np.ndarray) -> np.ndarray:
+    def greedy_worlds(self, obs: np.ndarray, noisy: bool = False) -> np.ndarray:
         """Each agent's greedy actions ``(K, W)`` in W worlds at once; ``obs`` is ``(K, W,
-        obs_dim)`` (one forward for all of them, as for one world)."""
+        obs_dim)`` (one forward for all of them, as for one world); ``noisy``: under fresh
+        noise for a network with noisy layers."""
         x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        params = self.params
+        if noisy and self._noise_shapes:
+            draws = [draw_noise_np(self._noise_shapes, rng, self.device) for rng in self.rngs]
+            params = {**params, **{n: torch.stack([d[n] for d in draws]) for n in draws[0]}}
         if self.batched and getattr(self.network, "stackable", False):
-            q = self.network.apply_params(self.params, x)  # batched matmuls
+            q = self.network.apply_params(params, x)  # batched matmuls
         elif self.batched:
-            q = self._vq(self.params, x)
+            q = self._vq(params, x)
         else:
             q = torch.stack(
                 [
-                    apply_network(self.network, {n: p[k] for n, p in self.params.items()}, x[k])
+                    apply_network(self.network, {n: p[k] for n, p in params.items()}, x[k])
                     for k in range(len(x))
                 ]
             )
@@ -260,7 +282,7 @@ class StackedActor:
         explore = np.array([rng.random() < epsilon for rng in self.rngs])
         actions = np.zeros(len(self.rngs), np.int64)
         if not explore.all():
-            actions[:] = self.greedy(obs)
+            actions[:] = self.greedy(obs, noisy=True)
         for k in np.flatnonzero(explore):
             if self.action_mask:
                 legal = np.flatnonzero(obs[k, -self.n_actions :] > 0.5)

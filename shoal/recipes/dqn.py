@@ -33,6 +33,7 @@ from shoal.agent.priorities import initial_priorities
 from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
 from shoal.envs.vector import check_engine, make_vector_env
+from shoal.errors import ConfigError
 from shoal.run.evaluation import evaluate
 from shoal.run.loop import Collected
 
@@ -83,6 +84,11 @@ class DQNRecipe:
         check_engine(cfg.env)
         spec = self.probe(cfg)
         image_encoder(cfg.dqn.encoder, spec.image)
+        if cfg.explore.noisy and spec.hybrid:
+            raise ConfigError(
+                f"config key 'explore.noisy': env.id {cfg.env.id!r} has hybrid actions, whose"
+                " network has no noisy layers (explore with epsilon)"
+            )
         if cfg.dqn.network:  # imports, calls and probes the user's factory once
             with torch.random.fork_rng():
                 build_q_network(cfg, spec)

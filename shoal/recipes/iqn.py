@@ -48,6 +48,8 @@ def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
         dueling=d.dueling,
         n_cos=q.n_cos,
         n_policy=q.n_policy_quantiles,
+        noisy=cfg.explore.noisy,
+        sigma0=cfg.explore.noisy_sigma,
         **parts,
     )
 

@@ -64,6 +64,8 @@ DQN_RUNNERS = ("serial", "threads", "processes", "ray")
 IQN = ["run.recipe='iqn'", "iqn.n_quantiles=4", "iqn.n_target_quantiles=4"]
 """shoal's IQN recipe: its learner draws quantile fractions, which a resume must continue."""
 IQN_TORSO = "iqn.torso='user_code.qnets:layernorm_torso'"
+NOISY = ["explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0"]
+"""Noisy layers in place of epsilon: acting draws noise wherever an actor runs."""
 PIXELS = ["run.train_freq=8"]
 """Pixel runs update every 8 env steps: a convolution's update costs what the checks need
 no more of."""
@@ -90,10 +92,12 @@ VARIANTS = {
     **{f"{name}/recipe": RECIPE for name in DQN_RUNNERS},
     # IQN on every runner (K stacked IQN agents on agents), one env or 4 (and
     # test_serial_runner's exact resume with 4)
-    **{f"{name}/iqn": IQN for name in ("serial", "threads", "agents")},
-    # ... and a user's torso under the quantile head where workers and actors build it
-    "processes/iqn": [*IQN, *BATCHED, IQN_TORSO],
-    "ray/iqn": [*IQN, *BATCHED, IQN_TORSO, "ray.steps_per_call=50"],
+    **{f"{name}/iqn": IQN for name in ("serial", "threads")},
+    # ... with noisy layers where actors act elsewhere (each stacked agent its own noise),
+    # and a user's torso under the quantile head where workers and actors build it
+    "agents/iqn": [*IQN, *NOISY],
+    "processes/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO],
+    "ray/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, "ray.steps_per_call=50"],
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).

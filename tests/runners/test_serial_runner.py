@@ -20,19 +20,24 @@ def params_of(run_dir):
     return state["learner"]["online"], state
 
 
-@pytest.mark.parametrize(("recipe", "num_envs"), [("dqn", 1), ("dqn", 4), ("iqn", 4)])
-def test_resume_is_exact(tmp_path, tiny, recipe, num_envs):
+NOISY_IQN = ("run.recipe='iqn'", "explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0")
+
+
+@pytest.mark.parametrize(
+    ("extra", "num_envs"), [((), 1), ((), 4), (NOISY_IQN, 4)], ids=["1env", "4envs", "iqn-noisy"]
+)
+def test_resume_is_exact(tmp_path, tiny, extra, num_envs):
     """2k steps in one go == 1k, then resume to 2k: identical parameters and optimizer. The
-    first run ends mid-episode: the resumed one re-creates the running episodes. IQN's
-    learner draws quantile fractions: the resumed one draws the same."""
+    first run ends mid-episode: the resumed one re-creates the running episodes. IQN with
+    noisy layers draws quantile fractions and noise: the resumed run draws the same."""
     full = shoal.train(
         "cartpole",
-        overrides=tiny(run__total_steps=2000, env__num_envs=num_envs, run__recipe=f"'{recipe}'"),
+        overrides=[*tiny(run__total_steps=2000, env__num_envs=num_envs), *extra],
         run_dir=tmp_path / "full",
     )
     half = shoal.train(
         "cartpole",
-        overrides=tiny(run__total_steps=1000, env__num_envs=num_envs, run__recipe=f"'{recipe}'"),
+        overrides=[*tiny(run__total_steps=1000, env__num_envs=num_envs), *extra],
         run_dir=tmp_path / "half",
     )
     assert 1000 <= half.env_steps < 1000 + num_envs
