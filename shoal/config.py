@@ -125,8 +125,10 @@ class EnvConfig:
     (gymnasium's AsyncVectorEnv, a process per env) or 'envpool' (envpool's C++ pool,
     outside the GIL; an optional extra, for the ids envpool knows)."""
     frame_stack: int = param(1, gt=0, le=1024)
-    """Observations are the last K frames stacked (2-D byte frames only: Atari's grey
-    screens, where 4 is the standard); replay then keeps each frame once."""
+    """Observations are the last K frames stacked: 2-D byte frames (Atari's grey screens,
+    where 4 is the standard; replay then keeps each frame once) or flat vectors (the last
+    K side by side, the first repeated at an episode's start: a feed-forward agent's
+    short memory on a partially observed env)."""
     sticky_actions: float | None = param(None, ge=0.0, le=1.0)
     """Atari: the chance the previous action is repeated instead (none: the id's own, 0.25
     for ALE/*-v5 and 0 for *NoFrameskip-v4)."""

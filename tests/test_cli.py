@@ -109,7 +109,7 @@ def test_console_script_exit_code_on_bad_input(tmp_path):
         (["cartpole", "--set", "run.replay_ratio=0"], "run.replay_ratio"),
         (["cartpole", "--set", "run.replay_ratio=-0.5"], "run.replay_ratio"),
         (["harvest", "--set", "env.num_envs=4"], "env.num_envs"),
-        (["cartpole", "--set", "env.frame_stack=4"], "env.frame_stack"),
+        (["minatar-breakout", "--set", "env.frame_stack=4"], "env.frame_stack"),
         (["harvest", "--set", "env.frame_stack=4"], "env.frame_stack"),
     ],
 )

@@ -160,14 +160,20 @@ def envpool_atari(env_id: str, settings: AtariSettings) -> dict[str, Any]:
 
 
 def check_frame_stack(env_id: str, frame_stack: int, space: gym.Space) -> None:
-    """A one-line error for a frame stack on anything but 2-D frames (grey screens)."""
+    """A one-line error for a frame stack on anything but 2-D byte frames (grey screens)
+    or flat vectors (the last K observations side by side: a feed-forward agent's memory
+    on a partially observed env)."""
     if frame_stack == 1:
         return
     shape = getattr(space, "shape", None)
-    if not (isinstance(space, gym.spaces.Box) and shape is not None and len(shape) == 2):
+    box = isinstance(space, gym.spaces.Box) and shape is not None
+    if box and len(shape) == 1:  # type: ignore[arg-type]
+        return
+    if not (box and len(shape) == 2):  # type: ignore[arg-type]
         raise EnvError(
-            f"config key 'env.frame_stack': {frame_stack} needs 2-D frames (grey screens), but"
-            f" env.id {env_id!r} observes shape {shape}; use env.frame_stack=1"
+            f"config key 'env.frame_stack': {frame_stack} needs 2-D frames (grey screens) or"
+            f" flat vectors, but env.id {env_id!r} observes shape {shape}; use"
+            " env.frame_stack=1"
         )
     if space.dtype != np.uint8:
         raise EnvError(

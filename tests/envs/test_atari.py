@@ -90,9 +90,17 @@ def test_envpool_pool_has_the_same_layout() -> None:
         envs.close()
 
 
-def test_frame_stack_on_vector_observations_is_one_line_error() -> None:
-    with pytest.raises(EnvError, match=r"env.frame_stack.*2-D frames.*shape \(4,\)"):
-        probe_env(EnvConfig(id="CartPole-v1", frame_stack=4))
+def test_frame_stack_on_vectors_stacks_the_last_k_and_on_3d_frames_is_one_line_error() -> None:
+    """Flat vectors: the last K observations side by side (the reset's repeated at an
+    episode's start), the newest last; anything but those and 2-D frames: one line."""
+    env = make_env(EnvConfig(id="CartPole-v1", frame_stack=3))
+    assert probe_env(EnvConfig(id="CartPole-v1", frame_stack=3)).obs_dim == 12
+    obs, _ = env.reset(seed=0)
+    assert np.array_equal(obs[:4], obs[8:]) and np.array_equal(obs[4:8], obs[8:])
+    nxt = env.step(0)[0]
+    assert np.array_equal(nxt[:8], obs[4:]) and not np.array_equal(nxt[8:], obs[8:])
+    with pytest.raises(EnvError, match=r"env.frame_stack.*2-D frames.*flat vectors.*\(10, 10, 4\)"):
+        probe_env(EnvConfig(id="MinAtar/Breakout-v1", frame_stack=4))
 
 
 def test_atari_without_ale_py_is_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
