@@ -29,7 +29,7 @@ from shoal.agent.episodes import EpisodeRecorder
 from shoal.agent.schedules import actor_epsilon
 from shoal.replay.nstep import BatchNStepWriter
 
-__all__ = ["WRITERS", "Acting", "Pulling", "spread_epsilons"]
+__all__ = ["WRITERS", "Acting", "BatchActing", "Pulling", "spread_epsilons"]
 
 WRITERS = ("stream", "episodes")
 """How an acting's steps become replay items (see the module docstring)."""
@@ -62,16 +62,15 @@ class Pulling:
         return True
 
 
-class Acting(Pulling):
-    """Plays ``actor`` on ``envs`` and writes replay items.
+class BatchActing(Pulling):
+    """An actor's batch of envs and their exploration, without a writer: what every acting
+    that steps a :class:`~shoal.agent.batch_actor.BatchActor` shares (:class:`Acting`
+    writes transitions, :class:`~shoal.agent.sequence_acting.SequenceActing` sequences).
 
     Args:
         actor: picks the actions; its weights are its own or pulled from a source.
         envs: the batch of envs.
         seeds: the seed path of the envs' episodes.
-        writer: ``"stream"`` or ``"episodes"``.
-        n_step, gamma: the n-step return's horizon and discount.
-        hybrid: actions are ``(discrete, continuous)`` pairs.
         place: (first, total): this acting's envs among all the run's envs, for the
             exploration spread.
         alpha: the spread's exponent (0: every env at the base epsilon).
@@ -84,25 +83,16 @@ class Acting(Pulling):
         envs: Any,
         seeds: tuple[int, ...],
         *,
-        writer: str,
-        n_step: int,
-        gamma: float,
-        hybrid: bool = False,
         place: tuple[int, int] = (0, 1),
         alpha: float = 0.0,
         on_reset: Callable[[int, Any], dict[str, float]] | None = None,
     ) -> None:
-        if writer not in WRITERS:
-            raise ValueError(f"writer {writer!r} is not one of {WRITERS}")
         self.actor = actor
         self.batch = BatchActor(actor, envs, seeds, on_reset=on_reset)
         """The envs and their running episodes."""
         n = self.batch.num_envs
         self.first, self.total = place[0] * n, place[1] * n
         self.alpha = alpha
-        self.stream = BatchNStepWriter(n, n_step, gamma) if writer == "stream" else None
-        self.recorder = EpisodeRecorder(n, hybrid, n_step, gamma) if writer == "episodes" else None
-        self._items: list[dict[str, np.ndarray]] = []
         self.since_pull = 0
         """Env steps since the actor last looked for newer weights."""
 
@@ -123,6 +113,62 @@ class Acting(Pulling):
     def configure(self, *args: Any) -> None:
         """What the tasks say of the next episodes (plain envs: nothing)."""
 
+    def step(self) -> Steps:  # pragma: no cover - each acting writes its own way
+        """One batched forward and one step of every env, through the writer."""
+        raise NotImplementedError
+
+    def play(self, steps: int, pull_every: int) -> int:
+        """Step until at least ``steps`` env steps are taken, pulling newer weights every
+        ``pull_every`` env steps; the env steps taken."""
+        taken = 0
+        while taken < steps:
+            if self.since_pull >= pull_every:
+                self.pull()
+            taken += self.step().count
+        return taken
+
+    @property
+    def in_progress(self) -> int:
+        """Env steps of the episodes still running."""
+        return int(self.batch.lengths.sum())
+
+    def close(self) -> None:
+        """Close the envs."""
+        self.batch.close()
+
+
+class Acting(BatchActing):
+    """Plays ``actor`` on ``envs`` and writes n-step transitions: :class:`BatchActing`'s
+    arguments, and
+
+    Args:
+        writer: ``"stream"`` or ``"episodes"``.
+        n_step, gamma: the n-step return's horizon and discount.
+        hybrid: actions are ``(discrete, continuous)`` pairs.
+    """
+
+    def __init__(
+        self,
+        actor: Any,
+        envs: Any,
+        seeds: tuple[int, ...],
+        *,
+        writer: str,
+        n_step: int,
+        gamma: float,
+        hybrid: bool = False,
+        place: tuple[int, int] = (0, 1),
+        alpha: float = 0.0,
+        on_reset: Callable[[int, Any], dict[str, float]] | None = None,
+    ) -> None:
+        if writer not in WRITERS:
+            raise ValueError(f"writer {writer!r} is not one of {WRITERS}")
+        super().__init__(actor, envs, seeds, place=place, alpha=alpha, on_reset=on_reset)
+        n = self.batch.num_envs
+        self.stream = BatchNStepWriter(n, n_step, gamma) if writer == "stream" else None
+        self.recorder = EpisodeRecorder(n, hybrid, n_step, gamma) if writer == "episodes" else None
+        self._items: list[dict[str, np.ndarray]] = []
+
     def step(self) -> Steps:
         """One batched forward and one step of every env, through the writer."""
         got = self.batch.step()
@@ -135,16 +181,6 @@ class Acting(Pulling):
             self.recorder.record(got)
         self.since_pull += got.count
         return got
-
-    def play(self, steps: int, pull_every: int) -> int:
-        """Step until at least ``steps`` env steps are taken, pulling newer weights every
-        ``pull_every`` env steps; the env steps taken."""
-        taken = 0
-        while taken < steps:
-            if self.since_pull >= pull_every:
-                self.pull()
-            taken += self.step().count
-        return taken
 
     @property
     def ended(self) -> int:
@@ -171,11 +207,6 @@ class Acting(Pulling):
             return {}, None, [], 0
         return sent.items, None, sent.ended, sum(end.length for end in sent.ended)
 
-    @property
-    def in_progress(self) -> int:
-        """Env steps of the episodes still running."""
-        return int(self.batch.lengths.sum())
-
     def flush(self) -> tuple[dict[str, np.ndarray], None]:
         """End every running episode here as a truncation (a run cut mid-episode): the
         open n-step windows close, bootstrapping from the last observation, and the next
@@ -187,10 +218,6 @@ class Acting(Pulling):
                 items = closing if not items else _concat(items, closing)
         self.batch.cut()
         return items, None
-
-    def close(self) -> None:
-        """Close the envs."""
-        self.batch.close()
 
     def state_dict(self) -> dict[str, Any]:
         """A checkpoint's entries: the envs' episodes (``acting``) and a stream writer's

@@ -156,6 +156,9 @@ class BatchActor:
     def _begin(self, mask: np.ndarray) -> None:
         """Reset the envs in ``mask`` into their next episodes."""
         ids = np.flatnonzero(mask).tolist()
+        begin = getattr(self.actor, "begin", None)
+        if begin is not None:  # a recurrent actor: fresh memory for these envs
+            begin(ids, self.num_envs)
         for i in ids:
             if self.on_reset is not None:
                 assert self.envs.envs is not None, "a reset hook needs the sync engine"

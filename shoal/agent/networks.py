@@ -382,12 +382,14 @@ def image_encoder(encoder: str, image: Sequence[int] | None) -> str | None:
 
 
 class RecurrentQNetwork(nn.Module):
-    """An MLP encoder, a GRU cell carrying memory across steps, and a linear Q head.
+    """An MLP encoder, a GRU or LSTM cell carrying memory across steps, and a linear Q head.
 
     ``apply_params(params, obs, state) -> (q, next_state)``: a pure function, as for
     :class:`QNetwork`, with the recurrent state passed in and returned (never kept in the
     module), so actors carry it per episode and a learner can unroll stored sequences. The
-    GRU cell is :class:`torch.nn.GRUCell`'s, written over explicit parameters.
+    cells are :class:`torch.nn.GRUCell`'s and :class:`torch.nn.LSTMCell`'s, written over
+    explicit parameters; an LSTM's state is ``(h, c)`` side by side, ``(batch, 2 *
+    state_dim)`` (:attr:`state_size`), so every state is one array.
 
     Example:
         >>> net = RecurrentQNetwork(4, 2, hidden=[16], state_dim=8)
@@ -395,39 +397,59 @@ class RecurrentQNetwork(nn.Module):
         >>> q, h = net(torch.zeros(3, 4), h)
         >>> q.shape, h.shape
         (torch.Size([3, 2]), torch.Size([3, 8]))
+        >>> RecurrentQNetwork(4, 2, hidden=[16], state_dim=8, cell="lstm").state_size
+        16
     """
 
     recurrent = True
     """Actors pass a state through :meth:`apply_params`."""
 
     def __init__(
-        self, obs_dim: int, n_actions: int, *, hidden: Sequence[int], state_dim: int
+        self,
+        obs_dim: int,
+        n_actions: int,
+        *,
+        hidden: Sequence[int],
+        state_dim: int,
+        cell: str = "gru",
     ) -> None:
         super().__init__()
+        if cell not in ("gru", "lstm"):
+            raise ValueError(f"cell must be 'gru' or 'lstm', got {cell!r}")
         layers: list[nn.Module] = []
         width = obs_dim
         for h in hidden:
             layers += [nn.Linear(width, h), nn.ReLU()]
             width = h
         self.torso = nn.Sequential(*layers)
-        self.gru = nn.GRUCell(width, state_dim)
+        self.cell = cell
+        self.gru = nn.GRUCell(width, state_dim) if cell == "gru" else nn.LSTMCell(width, state_dim)
         self.head = nn.Linear(state_dim, n_actions)
         self.n_actions = n_actions
         self.state_dim = state_dim
+        self.state_size = state_dim * (2 if cell == "lstm" else 1)
+        """Width of the state an actor carries and replay stores."""
 
     def initial_state(self, batch: int) -> torch.Tensor:
         """Zero memory for ``batch`` episodes starting."""
-        return torch.zeros(batch, self.state_dim, device=self.head.weight.device)
+        return torch.zeros(batch, self.state_size, device=self.head.weight.device)
 
     def apply_params(
         self, params: Params, obs: torch.Tensor, state: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Q-values ``(batch, n_actions)`` and the next state ``(batch, state_dim)``."""
-        x = obs
+        """Q-values ``(batch, n_actions)`` and the next state ``(batch, state_size)``."""
+        x = obs if obs.is_floating_point() else obs.float()
         for i, layer in enumerate(self.torso):
             if isinstance(layer, nn.Linear):
                 x = F.relu(F.linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]))
         gi = F.linear(x, params["gru.weight_ih"], params["gru.bias_ih"])
+        if self.cell == "lstm":
+            h, c = state.chunk(2, dim=-1)
+            gates = gi + F.linear(h, params["gru.weight_hh"], params["gru.bias_hh"])
+            i_g, f_g, g_g, o_g = gates.chunk(4, dim=-1)
+            c = torch.sigmoid(f_g) * c + torch.sigmoid(i_g) * torch.tanh(g_g)
+            h = torch.sigmoid(o_g) * torch.tanh(c)
+            return F.linear(h, params["head.weight"], params["head.bias"]), torch.cat([h, c], -1)
         gh = F.linear(state, params["gru.weight_hh"], params["gru.bias_hh"])
         i_r, i_z, i_n = gi.chunk(3, dim=-1)
         h_r, h_z, h_n = gh.chunk(3, dim=-1)

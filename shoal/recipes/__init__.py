@@ -30,6 +30,7 @@ __all__ = [
 RECIPES: dict[str, Any] = {
     "dqn": "shoal.recipes.dqn:DQNRecipe",
     "iqn": "shoal.recipes.iqn:IQNRecipe",
+    "r2d2": "shoal.recipes.r2d2:R2D2Recipe",
     "mapf": "shoal.mapf.recipe:MapfRecipe",
 }
 """``run.recipe`` name -> recipe class, or ``"module:Class"`` loaded on first use."""

@@ -1,14 +1,16 @@
-"""The config sections of shoal's recipes beyond DQN (``[iqn]``): light dataclasses, no
+"""The config sections of shoal's recipes beyond DQN (``[iqn]``, ``[r2d2]``): light dataclasses, no
 torch, read only by runs that train the recipe (``run.recipe``). The settings a recipe
 shares with DQN (network, gamma, n-step, lr, batch, target) stay ``[dqn]``'s."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from shoal.config import param
+from shoal.errors import ConfigError
 
-__all__ = ["IQNConfig"]
+__all__ = ["IQNConfig", "R2D2Config"]
 
 
 @dataclass
@@ -33,3 +35,32 @@ class IQNConfig:
     action_space), returning an nn.Module that maps observations (batch, obs_dim) to
     features (batch, width); the fractions multiply its features, then [dqn] hidden
     layers and the head follow. Empty: shoal's torso as [dqn] describes it."""
+
+
+@dataclass
+class R2D2Config:
+    """Recurrent DQN (``run.recipe = "r2d2"``, Kapturowski et al. 2019): the memory and the
+    sequences it learns from. Gamma, n-step, lr, batch (of sequences), target and the MLP
+    before the memory (``hidden``) are ``[dqn]``'s."""
+
+    cell: str = param("lstm", choices=("lstm", "gru"))
+    """The recurrent cell."""
+    state_dim: int = param(64, gt=0, le=65_536)
+    """Its memory's width (an LSTM carries two: h and c)."""
+    length: int = param(20, gt=0, le=100_000)
+    """Steps of each replayed sequence the loss trains on (R2D2: 80)."""
+    burn_in: int = param(10, ge=0, le=100_000)
+    """Steps before them that only warm the stored memory up (R2D2: 40)."""
+    period: int = param(10, gt=0, le=100_000)
+    """Steps between the starts of consecutive sequences of an episode (R2D2: 40; at most
+    ``length``)."""
+    eta: float = param(0.9, ge=0.0, le=1.0)
+    """A sequence's priority: eta * max + (1 - eta) * mean of its |TD errors|."""
+
+    def check(self, cfg: Any) -> None:
+        """Sequences that cover every step (only in a run that trains the recipe)."""
+        if cfg.run.recipe == "r2d2" and self.period > self.length:
+            raise ConfigError(
+                f"config key 'r2d2.period': {self.period} leaves steps no sequence trains on;"
+                f" allowed: at most r2d2.length ({self.length})"
+            )

@@ -193,7 +193,12 @@ class DQNRecipe:
 
     def make_evaluator(self, cfg: Config) -> GreedyEvaluator:
         """Greedy returns on fresh envs."""
-        return GreedyEvaluator(cfg)
+        return GreedyEvaluator(cfg, self.eval_policy)
+
+    def eval_policy(self, actor: Actor, n: int) -> Any:
+        """What plays evaluation episodes on ``n`` envs side by side: the actor's greedy
+        actions (a recipe with memory gives a policy that keeps one per env)."""
+        return actor.greedy
 
     def evaluate_checkpoint(
         self, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
@@ -206,7 +211,7 @@ class DQNRecipe:
         actor = self.learner_actor(cfg, spec, learner)
         envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, EVAL_ENVS))]
         try:
-            return evaluate(actor.greedy, envs, episodes, seed)
+            return evaluate(self.eval_policy(actor, len(envs)), envs, episodes, seed)
         finally:
             for env in envs:
                 env.close()
@@ -249,8 +254,10 @@ class GreedyEvaluator:
     """Greedy returns of ``run.eval_episodes`` episodes on evaluation envs made on first
     use, played side by side (one batched forward per step)."""
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, policy: Any = None) -> None:
         self.cfg = cfg
+        self.policy = policy if policy is not None else (lambda actor, n: actor.greedy)
+        """(actor, envs) -> what plays the episodes (the recipe's ``eval_policy``)."""
         self._envs: list[Any] | None = None
 
     def evaluate(self, actor: Actor, seed: int) -> np.ndarray:
@@ -259,7 +266,7 @@ class GreedyEvaluator:
         if self._envs is None:
             n = min(episodes, EVAL_ENVS)
             self._envs = [make_env(self.cfg.env, evaluation=True) for _ in range(n)]
-        return evaluate(actor.greedy, self._envs, episodes, seed)
+        return evaluate(self.policy(actor, len(self._envs)), self._envs, episodes, seed)
 
     def metrics(self) -> dict[str, float]:
         """Nothing beyond the returns."""

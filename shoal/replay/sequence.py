@@ -12,6 +12,7 @@ samples them, uniformly or by priority, like any other item.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -149,6 +150,15 @@ class SequenceWriter:
         self._steps = 0  # steps appended in this episode
         self._next_start = 0  # episode step where the next item's training part starts
         self._last_next_obs: np.ndarray | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """The open episode's steps and counters (copies), for a checkpoint that resumes
+        the stream mid-episode."""
+        return copy.deepcopy(vars(self))
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` saved."""
+        vars(self).update(copy.deepcopy(state))
 
     @property
     def length(self) -> int:

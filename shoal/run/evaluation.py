@@ -18,13 +18,14 @@ CONFIRM_STREAM = 8
 
 
 def evaluate(
-    policy: Callable[[np.ndarray], np.ndarray],
+    policy: Callable[..., np.ndarray],
     envs: Sequence[gym.Env],
     episodes: int,
     seed: int,
 ) -> np.ndarray:
     """Returns of ``episodes`` episodes played by ``policy`` (a batch of observations ->
-    a batch of actions).
+    a batch of actions). A policy with memory also has ``begin(env)``, called as env
+    ``env`` begins an episode, and is called as ``policy(observations, envs)``.
 
     The envs run side by side, so one forward pass serves all of them: on CartPole with 20
     episodes that is 20x fewer forward passes than playing them one by one; an env whose
@@ -34,18 +35,22 @@ def evaluate(
     """
     returns = np.zeros(episodes)
     todo = iter(range(episodes))
+    memory = getattr(policy, "begin", None)
     live: dict[int, tuple[int, np.ndarray]] = {}  # env -> (episode, observation)
 
     def begin(i: int) -> None:
         k = next(todo, None)
         if k is not None:
             live[i] = (k, envs[i].reset(seed=derive_seed(seed, EVAL_STREAM, k))[0])
+            if memory is not None:
+                memory(i)
 
     for i in range(len(envs)):
         begin(i)
     while live:
         slots = list(live)
-        actions = policy(np.stack([live[i][1] for i in slots]).astype(np.float32))
+        obs = np.stack([live[i][1] for i in slots]).astype(np.float32)
+        actions = policy(obs) if memory is None else policy(obs, slots)
         for i, a in zip(slots, actions):
             k = live[i][0]
             # hybrid policies return (discrete, continuous) pairs

@@ -54,6 +54,7 @@ PLUGIN_SECTIONS: dict[str, str] = {
     "selfplay": "shoal.games.selfplay:SelfPlayConfig",
     "mapf": "shoal.mapf.config:MapfConfig",
     "iqn": "shoal.recipes.config:IQNConfig",
+    "r2d2": "shoal.recipes.config:R2D2Config",
 }
 """Config sections owned by plug-ins rather than runners."""
 

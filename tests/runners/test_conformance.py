@@ -66,6 +66,15 @@ IQN = ["run.recipe='iqn'", "iqn.n_quantiles=4", "iqn.n_target_quantiles=4"]
 IQN_TORSO = "iqn.torso='user_code.qnets:layernorm_torso'"
 NOISY = ["explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0"]
 """Noisy layers in place of epsilon: acting draws noise wherever an actor runs."""
+R2D2 = [
+    "run.recipe='r2d2'",
+    "r2d2.length=8",
+    "r2d2.burn_in=4",
+    "r2d2.period=4",
+    "r2d2.state_dim=16",
+]
+"""Recurrent DQN: memories carried per env, sequences cut per env, a resume that restores
+both."""
 PIXELS = ["run.train_freq=8"]
 """Pixel runs update every 8 env steps: a convolution's update costs what the checks need
 no more of."""
@@ -98,6 +107,10 @@ VARIANTS = {
     "agents/iqn": [*IQN, *NOISY],
     "processes/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO],
     "ray/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, "ray.steps_per_call=50"],
+    # R2D2 on every DQN runner, one env or 4 (and test_serial_runner's exact resume)
+    **{f"{name}/r2d2": R2D2 for name in ("serial", "threads")},
+    "processes/r2d2": [*R2D2, *BATCHED],
+    "ray/r2d2": [*R2D2, *BATCHED, "ray.steps_per_call=50"],
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).

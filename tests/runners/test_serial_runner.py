@@ -21,15 +21,19 @@ def params_of(run_dir):
 
 
 NOISY_IQN = ("run.recipe='iqn'", "explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0")
+R2D2 = ("run.recipe='r2d2'", "r2d2.length=8", "r2d2.burn_in=4", "r2d2.period=4")
 
 
 @pytest.mark.parametrize(
-    ("extra", "num_envs"), [((), 1), ((), 4), (NOISY_IQN, 4)], ids=["1env", "4envs", "iqn-noisy"]
+    ("extra", "num_envs"),
+    [((), 1), ((), 4), (NOISY_IQN, 4), (R2D2, 4)],
+    ids=["1env", "4envs", "iqn-noisy", "r2d2"],
 )
 def test_resume_is_exact(tmp_path, tiny, extra, num_envs):
     """2k steps in one go == 1k, then resume to 2k: identical parameters and optimizer. The
     first run ends mid-episode: the resumed one re-creates the running episodes. IQN with
-    noisy layers draws quantile fractions and noise: the resumed run draws the same."""
+    noisy layers draws quantile fractions and noise: the resumed run draws the same. R2D2
+    carries a memory per env and open sequences: the resumed run restores both."""
     full = shoal.train(
         "cartpole",
         overrides=[*tiny(run__total_steps=2000, env__num_envs=num_envs), *extra],

@@ -1,0 +1,165 @@
+"""The R2D2 recipe: recurrent DQN (Kapturowski et al. 2019) for single-agent envs, an MLP
+(``[dqn] hidden``) before an LSTM or GRU memory, learning from replayed sequences with
+their stored memory and a burn-in (the sequence loss MAPF's agents use: double DQN,
+n-step, priorities mixing max and mean), acting with one memory per env, reset as each
+env's episode begins, and evaluated greedily with memory. Its settings are ``[r2d2]``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from shoal.agent.actor import Actor
+from shoal.agent.networks import RecurrentQNetwork
+from shoal.agent.sequence_acting import RecurrentActor, RecurrentPolicy, SequenceActing
+from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
+from shoal.config import Config
+from shoal.envs import EnvSpec
+from shoal.envs.vector import make_vector_env
+from shoal.errors import ConfigError
+from shoal.recipes.dqn import DQNRecipe
+from shoal.replay.sequence import SequenceWriter
+
+__all__ = ["R2D2Recipe", "make_recurrent_network"]
+
+
+def make_recurrent_network(cfg: Config, spec: EnvSpec) -> RecurrentQNetwork:
+    """The recurrent Q-network ``[dqn] hidden`` and ``[r2d2]`` describe, its weights drawn
+    from torch's generator."""
+    r = cfg.r2d2
+    return RecurrentQNetwork(
+        spec.obs_dim, spec.n_actions, hidden=cfg.dqn.hidden, state_dim=r.state_dim, cell=r.cell
+    )
+
+
+class R2D2Recipe(DQNRecipe):
+    """Builds an R2D2 agent's parts: its recurrent network, sequence learner, recurrent
+    actor, sequence acting, sequence replay items and their priorities, and evaluation
+    with memory."""
+
+    runners = ("serial", "threads", "processes", "ray")
+    """Single-agent envs on the DQN runners (stacked recurrent agents are not written)."""
+
+    def check(self, cfg: Config) -> None:
+        """DQN's checks, and what R2D2 cannot take: actions with a continuous part, a
+        network of the user's own, noisy layers, an engine that resets envs itself."""
+        if cfg.dqn.network:
+            raise ConfigError(
+                "config key 'dqn.network': the 'r2d2' recipe builds its recurrent network"
+                " ([dqn] hidden, [r2d2] cell and state_dim); leave dqn.network empty"
+            )
+        if cfg.explore.noisy:
+            raise ConfigError(
+                "config key 'explore.noisy': the 'r2d2' recipe's network has no noisy layers"
+                " (explore with epsilon)"
+            )
+        if cfg.env.vector == "envpool":
+            raise ConfigError(
+                "config key 'env.vector': the 'r2d2' recipe resets each env's memory as its"
+                " episode begins, which envpool's own resets hide; use 'sync' or 'async'"
+            )
+        super().check(cfg)
+        if self.probe(cfg).hybrid:
+            raise ConfigError(
+                f"config key 'run.recipe': 'r2d2' learns Q-values of discrete actions; env.id"
+                f" {cfg.env.id!r} has actions with a continuous part (use 'dqn')"
+            )
+
+    def min_replay(self, cfg: Config) -> int:
+        """A batch of sequences before the first update."""
+        return cfg.dqn.batch_size
+
+    def make_learner(self, cfg: Config, spec: EnvSpec) -> SequenceDQN:
+        """The sequence learner, its weights drawn from torch's generator (the caller
+        seeds it)."""
+        r = cfg.r2d2
+        return SequenceDQN(
+            make_recurrent_network(cfg, spec),
+            cfg.dqn,
+            burn_in=r.burn_in,
+            eta=r.eta,
+            device=cfg.run.device,
+        )
+
+    def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
+        """An inference-only recurrent network of the learner's shape."""
+        return make_recurrent_network(cfg, spec).requires_grad_(False)
+
+    def make_actor(
+        self,
+        cfg: Config,
+        spec: EnvSpec,
+        rng: np.random.Generator,
+        *,
+        params: Any = None,
+        source: Any = None,
+        network: nn.Module | None = None,
+        device: str | torch.device | None = None,
+    ) -> RecurrentActor:
+        """The recurrent actor, one memory per env."""
+        return RecurrentActor(
+            network if network is not None else self.make_network(cfg, spec),
+            params=params,
+            source=source,
+            n_actions=spec.n_actions,
+            device=device,
+            rng=rng,
+        )
+
+    def replay_fields(self, cfg: Config, spec: EnvSpec) -> dict[str, Any]:
+        """One sequence item: ``burn_in + length`` steps, the observation after them, the
+        stored memory."""
+        r = cfg.r2d2
+        writer = SequenceWriter(r.length, burn_in=r.burn_in, period=r.period)
+        state = make_recurrent_network(cfg, spec).state_size
+        return dict(writer.specs((spec.obs_dim,), state_shape=(state,)))
+
+    def initial_priorities(
+        self, cfg: Config, actor: Actor, items: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        """Ape-X's initial priorities of sequences an actor made: their priority under the
+        actor's weights (in both roles)."""
+        loss = SequenceDQNLoss.from_config(
+            actor.network, cfg.dqn, burn_in=cfg.r2d2.burn_in, eta=cfg.r2d2.eta
+        )
+        with torch.no_grad():
+            _, priorities = loss(
+                actor.params, actor.params, SequenceBatch.from_numpy(items, actor.device)
+            )
+        return priorities.cpu().numpy()
+
+    def make_acting(
+        self,
+        cfg: Config,
+        spec: EnvSpec,
+        actor: Actor,
+        seeds: tuple[int, ...],
+        *,
+        env_seed: int,
+        place: tuple[int, int] = (0, 1),
+        alpha: float = 0.0,
+        **_: Any,
+    ) -> SequenceActing:
+        """``env.num_envs`` envs played by the recurrent actor, each env's steps cut into
+        sequences."""
+        r = cfg.r2d2
+        envs = make_vector_env(cfg.env, cfg.env.num_envs, env_seed)
+        assert isinstance(actor, RecurrentActor)
+        return SequenceActing(
+            actor,
+            envs,
+            seeds,
+            length=r.length,
+            burn_in=r.burn_in,
+            period=r.period,
+            place=place,
+            alpha=alpha,
+        )
+
+    def eval_policy(self, actor: Actor, n: int) -> RecurrentPolicy:
+        """Greedy actions with one memory per evaluation env."""
+        return RecurrentPolicy(actor, n)
