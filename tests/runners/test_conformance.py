@@ -95,7 +95,9 @@ VARIANTS = {
     "agents/process": [*ASYNC, "agents.async_mode='process'"],
     "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
     **{f"{name}/mapf": MAPF for name in ("serial", "processes", "ray")},
-    **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "processes", "ray", "episodes")},
+    # 4 envs per worker or Ray actor: the IQN and R2D2 cases below (the same batched
+    # acting and transport)
+    **{f"{name}/4envs": BATCHED for name in ("serial", "threads", "episodes")},
     # A user's recipe on every DQN runner: in the driver, its learner threads, spawned
     # workers and Ray actors.
     **{f"{name}/recipe": RECIPE for name in DQN_RUNNERS},
@@ -110,11 +112,10 @@ VARIANTS = {
     # R2D2 on every DQN runner, one env or 4 (and test_serial_runner's exact resume)
     **{f"{name}/r2d2": R2D2 for name in ("serial", "threads")},
     "processes/r2d2": [*R2D2, *BATCHED],
-    "ray/r2d2": [*R2D2, *BATCHED, "ray.steps_per_call=50"],
     # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
     # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
     # ends on its first call is test_ray_runner's).
-    "ray/4envs": [*BATCHED, "ray.steps_per_call=50"],
+    "ray/r2d2": [*R2D2, *BATCHED, "ray.steps_per_call=50"],
     # MinAtar's env and encoder in the driver; pixels through every transport are ATARI's.
     "serial/minatar": MINATAR,
     **{f"{name}/atari": ATARI for name in ("serial", "threads", "processes")},
