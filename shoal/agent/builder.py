@@ -98,13 +98,15 @@ def build_actor(
     source: WeightSource | None = None,
     device: str | torch.device | None = None,
     network: Any = None,
+    kind: type[Actor] | None = None,
 ) -> Actor:
     """An actor for ``spec``'s env acting with ``params`` (e.g. the learner's own) or with
     weights pulled from ``source``; it builds its own inference-only network unless given
-    one."""
+    one. ``kind``: the actor's class (default: DQN's, or the hybrid one)."""
     if network is None:
         network = build_network(cfg, spec)
-    kind = HybridActor if spec.hybrid else Actor
+    if kind is None:
+        kind = HybridActor if spec.hybrid else Actor
     box = {"low": spec.action_low, "high": spec.action_high} if spec.hybrid else {}
     return kind(
         network,

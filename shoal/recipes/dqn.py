@@ -50,6 +50,8 @@ class DQNRecipe:
     """The runners it trains on (None: every one)."""
     batches_envs = True
     """Its acting steps ``env.num_envs`` envs on the ``env.vector`` engine."""
+    actor_type: type[Actor] | None = None
+    """The actor's class (None: DQN's, or the hybrid one for hybrid actions)."""
     flush_on_finish = False
     """A finished serial run keeps its running episodes and open n-step windows in the
     checkpoint (an extended run continues them exactly)."""
@@ -130,7 +132,14 @@ class DQNRecipe:
         if network is None:
             network = self.make_network(cfg, spec)
         return build_actor(
-            cfg, spec, rng, params=params, source=source, network=network, device=device
+            cfg,
+            spec,
+            rng,
+            params=params,
+            source=source,
+            network=network,
+            device=device,
+            kind=self.actor_type,
         )
 
     def learner_actor(self, cfg: Config, spec: EnvSpec, learner: Learner) -> Actor:

@@ -43,6 +43,8 @@ class R2D2Recipe(DQNRecipe):
 
     runners = ("serial", "threads", "processes", "ray")
     """Single-agent envs on the DQN runners (stacked recurrent agents are not written)."""
+    actor_type = RecurrentActor
+    """One memory per env."""
 
     def check(self, cfg: Config) -> None:
         """DQN's checks, and what R2D2 cannot take: actions with a continuous part, a
@@ -88,27 +90,6 @@ class R2D2Recipe(DQNRecipe):
     def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
         """An inference-only recurrent network of the learner's shape."""
         return make_recurrent_network(cfg, spec).requires_grad_(False)
-
-    def make_actor(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        rng: np.random.Generator,
-        *,
-        params: Any = None,
-        source: Any = None,
-        network: nn.Module | None = None,
-        device: str | torch.device | None = None,
-    ) -> RecurrentActor:
-        """The recurrent actor, one memory per env."""
-        return RecurrentActor(
-            network if network is not None else self.make_network(cfg, spec),
-            params=params,
-            source=source,
-            n_actions=spec.n_actions,
-            device=device,
-            rng=rng,
-        )
 
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> dict[str, Any]:
         """One sequence item: ``burn_in + length`` steps, the observation after them, the
