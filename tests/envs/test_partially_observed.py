@@ -45,8 +45,3 @@ def test_popgym_envs_train_through_the_gym_adapter(tmp_path, tiny):
         assert spec.obs_dim > 0 and spec.n_actions > 1
         result = shoal.train(None, overrides=over, run_dir=tmp_path / env_id)
         assert result.updates > 0 and np.isfinite(result.eval_return)
-
-
-def test_the_masked_cartpole_trains_on_rollout_workers(tmp_path, tiny):
-    over = [*tiny(), f"env.id='{ENV_ID}'", "run.runner='processes'", "processes.workers=2"]
-    assert shoal.train(None, overrides=over, run_dir=tmp_path / "r").updates > 0

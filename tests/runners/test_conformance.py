@@ -57,6 +57,11 @@ MAPF = [
 """A small MAPF world (2 agents on 6x6 maps): the MAPF recipe on the serial, processes
 and ray runners."""
 BATCHED = ["env.num_envs=4"]
+ONE_WORKER = ["processes.workers=1"]
+ONE_ACTOR = ["ray.actors=1", "ray.steps_per_call=50"]
+"""One Ray actor. A call plays ray.steps_per_call steps of each env: at the default 250 the
+first call of a 600-step run is the whole run; 50 lets the checks see several calls (a run
+that ends on its first call is test_ray_runner's)."""
 RECIPE = ["run.recipe='user_code.recipes:PseudoHuberDQN'"]
 """A new algorithm from outside shoal/ (a pseudo-Huber loss): one module, and it runs
 on every DQN runner."""
@@ -68,10 +73,10 @@ NOISY = ["explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0"]
 """Noisy layers in place of epsilon: acting draws noise wherever an actor runs."""
 R2D2 = [
     "run.recipe='r2d2'",
-    "r2d2.length=8",
-    "r2d2.burn_in=4",
-    "r2d2.period=4",
-    "r2d2.state_dim=16",
+    "r2d2.length=4",
+    "r2d2.burn_in=2",
+    "r2d2.period=2",
+    "r2d2.state_dim=8",
 ]
 """Recurrent DQN: memories carried per env, sequences cut per env, a resume that restores
 both."""
@@ -105,20 +110,21 @@ VARIANTS = {
     # test_serial_runner's exact resume with 4)
     **{f"{name}/iqn": IQN for name in ("serial", "threads")},
     # ... with noisy layers where actors act elsewhere (each stacked agent its own noise),
-    # and a user's torso under the quantile head where workers and actors build it
+    # and a user's torso under the quantile head where workers and actors build it (one
+    # worker or actor: several are the plain cases')
     "agents/iqn": [*IQN, *NOISY],
-    "processes/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO],
-    "ray/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, "ray.steps_per_call=50"],
+    "processes/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, *ONE_WORKER],
+    "ray/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, *ONE_ACTOR],
     # R2D2 on every DQN runner, one env or 4 (and test_serial_runner's exact resume)
     **{f"{name}/r2d2": R2D2 for name in ("serial", "threads")},
-    "processes/r2d2": [*R2D2, *BATCHED],
-    # A call plays ray.steps_per_call steps of each env: at the default 250 the first call
-    # of a 600-step run is the whole run; 50 lets the checks see several calls (a run that
-    # ends on its first call is test_ray_runner's).
-    "ray/r2d2": [*R2D2, *BATCHED, "ray.steps_per_call=50"],
+    "processes/r2d2": [*R2D2, *BATCHED, *ONE_WORKER],
+    "ray/r2d2": [*R2D2, *BATCHED, *ONE_ACTOR],
     # MinAtar's env and encoder in the driver; pixels through every transport are ATARI's.
     "serial/minatar": MINATAR,
-    **{f"{name}/atari": ATARI for name in ("serial", "threads", "processes")},
+    **{f"{name}/atari": ATARI for name in ("serial", "threads")},
+    # one worker: the frames' way through the pipe is the same with two, at half the
+    # emulators and conv networks on a 2-core machine
+    "processes/atari": [*ATARI, *ONE_WORKER],
     "ray/atari": [*ATARI, "ray.steps_per_call=50"],
 }
 """Configurations of a runner that run on other threads or processes, or in worlds that

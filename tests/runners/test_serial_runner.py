@@ -21,7 +21,7 @@ def params_of(run_dir):
 
 
 NOISY_IQN = ("run.recipe='iqn'", "explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0")
-R2D2 = ("run.recipe='r2d2'", "r2d2.length=8", "r2d2.burn_in=4", "r2d2.period=4")
+R2D2 = ("run.recipe='r2d2'", "r2d2.length=4", "r2d2.burn_in=2", "r2d2.period=2", "r2d2.state_dim=8")
 
 
 @pytest.mark.parametrize(
