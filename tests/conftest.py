@@ -93,16 +93,69 @@ def no_leaked_shared_memory():
     assert not leaked, f"shared-memory segments left behind: {sorted(leaked)}"
 
 
-@pytest.fixture(scope="module")
-def ray_session():
-    """One local Ray for a module's tests (starting one costs seconds; it is gone before
-    other modules' timing-sensitive runs), on a loopback address other than 127.0.0.1 (Ray
-    rewrites that one to the machine's network address); the ray runner joins it and
-    leaves it running."""
-    ray = pytest.importorskip("ray")
-    from shoal.runners.ray.local import init_local_ray
+RAY_MODULES_WITHOUT_SESSION = ("test_ray_address.py", "test_ray_cluster.py")
+"""Modules that start (or refuse) Rays of their own: they run before the shared one
+starts."""
 
-    if not ray.is_initialized():
-        init_local_ray(ray, num_cpus=4, node_ip_address="127.0.0.2")
+
+def on_ray(item: pytest.Item) -> bool:
+    """A case on the ray runner (its ``name`` or ``runner`` parameter is ``ray`` or
+    ``ray/...``)."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    name = params.get("name", params.get("runner"))
+    return isinstance(name, str) and name.split("/")[0] == "ray"
+
+
+def uses_shared_ray(item: pytest.Item) -> bool:
+    """A test that joins the session's one local Ray (``ray_session``)."""
+    fixtures = getattr(item, "fixturenames", ())
+    return "ray_session" in fixtures or (
+        on_ray(item) and item.path.name not in RAY_MODULES_WITHOUT_SESSION
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test that uses Ray runs in one xdist group, those that start Rays of their own
+    before those that share one local Ray (starting one costs seconds). Run alone, they
+    run last, so the shared Ray never idles beside another test's timed runs; on xdist's
+    workers (``make test``), first, so that the group, the longest unit of work, starts at
+    once on one worker while the others share out the rest."""
+    own = [i for i in items if i.path.name in RAY_MODULES_WITHOUT_SESSION]
+    shared = [i for i in items if i not in own and uses_shared_ray(i)]
+    ray = set(own + shared)
+    for item in own + shared:
+        item.add_marker(pytest.mark.xdist_group("ray"))
+    rest = [i for i in items if i not in ray]
+    on_workers = config.getoption("dist", "no") != "no"
+    items[:] = own + shared + rest if on_workers else rest + own + shared
+
+
+@pytest.fixture(scope="session")
+def _local_ray():
+    """The session's local Ray, started by the first test that asks and shut down at the
+    session's end."""
+    ray = pytest.importorskip("ray")
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture
+def ray_session(_local_ray):
+    """The session's one local Ray (see ``pytest_collection_modifyitems``), on a loopback
+    address other than 127.0.0.1 (Ray rewrites that one to the machine's network address);
+    a ray runner's run joins it and leaves it running."""
+    from shoal.runners.ray.local import init_local_ray
+
+    if not _local_ray.is_initialized():
+        init_local_ray(_local_ray, num_cpus=4, node_ip_address="127.0.0.2")
+    return _local_ray
+
+
+@pytest.fixture(autouse=True)
+def share_ray(request):
+    """A ray runner's case joins the session's local Ray instead of embedding one of its
+    own (an embedded Ray, started and shut down by the run itself, is
+    test_ray_cluster's)."""
+    if on_ray(request.node) and request.node.path.name not in RAY_MODULES_WITHOUT_SESSION:
+        request.getfixturevalue("ray_session")

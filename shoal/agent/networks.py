@@ -438,26 +438,97 @@ class RecurrentQNetwork(nn.Module):
         self, params: Params, obs: torch.Tensor, state: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Q-values ``(batch, n_actions)`` and the next state ``(batch, state_size)``."""
+        nxt = self._recur(params, self._input_gates(params, obs), state)
+        return self._q(params, nxt), nxt
+
+    def unroll(
+        self,
+        params: Params,
+        obs: torch.Tensor,
+        state: torch.Tensor,
+        mask: torch.Tensor,
+        burn_in: int,
+    ) -> torch.Tensor:
+        """Q ``(B, T, n_actions)`` over sequences ``obs`` ``(B, T, obs_dim)`` from
+        ``state``, as :func:`~shoal.agent.sequence_loss.unroll` steps it, at every slot a
+        loss reads: the burn-in is stepped without gradients, keeping the state over its
+        leading padding; the rest runs in torch's fused LSTM or GRU (2-3x faster than
+        stepping it), whose state steps on over an item's trailing padding too, where only
+        the first slot's Q (the bootstrap after the last valid step) is read."""
+        with torch.no_grad():
+            warm, state = self._burn_in(params, obs[:, :burn_in], state, mask[:, :burn_in])
+        out = self._fused(params, self._torso(params, obs[:, burn_in:]), state)[0]
+        return F.linear(torch.cat([warm, out], 1), params["head.weight"], params["head.bias"])
+
+    def _burn_in(
+        self, params: Params, obs: torch.Tensor, state: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each slot's output and the state after the burn-in slots: fused for the items
+        whose burn-in is all valid, stepped (keeping the stored state over the padding) for
+        those that begin near their episode's start."""
+        if obs.shape[1] == 0:
+            return obs.new_zeros(len(obs), 0, self.state_dim), state
+        x = self._torso(params, obs)
+        out, last = self._fused(params, x, state)
+        rows = (~mask.all(1)).nonzero().squeeze(1)
+        if len(rows):
+            gates = F.linear(x[rows], params["gru.weight_ih"], params["gru.bias_ih"])
+            kept, outs = state[rows], []
+            for t in range(obs.shape[1]):
+                nxt = self._recur(params, gates[:, t], kept)
+                kept = torch.where(mask[rows, t, None], nxt, kept)
+                outs.append(nxt[:, : self.state_dim])
+            out[rows], last[rows] = torch.stack(outs, 1), kept
+        return out, last
+
+    def _fused(
+        self, params: Params, x: torch.Tensor, state: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """torch's LSTM or GRU over ``x`` ``(B, T, width)`` from ``state``: the output
+        ``(B, T, state_dim)`` and the final state."""
+        weights = [params[f"gru.{k}"] for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+        if self.cell == "lstm":
+            h, c = (part.unsqueeze(0).contiguous() for part in state.chunk(2, dim=-1))
+            out, h, c = torch.lstm(x, (h, c), weights, True, 1, 0.0, False, False, True)
+            return out, torch.cat([h[0], c[0]], -1)
+        out, h = torch.gru(
+            x, state.unsqueeze(0).contiguous(), weights, True, 1, 0.0, False, False, True
+        )
+        return out, h[0]
+
+    def _torso(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
+        """The MLP, on any leading shape."""
         x = obs if obs.is_floating_point() else obs.float()
         for i, layer in enumerate(self.torso):
             if isinstance(layer, nn.Linear):
                 x = F.relu(F.linear(x, params[f"torso.{i}.weight"], params[f"torso.{i}.bias"]))
-        gi = F.linear(x, params["gru.weight_ih"], params["gru.bias_ih"])
+        return x
+
+    def _input_gates(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
+        """The MLP and the cell's input half, on any leading shape."""
+        return F.linear(self._torso(params, obs), params["gru.weight_ih"], params["gru.bias_ih"])
+
+    def _recur(self, params: Params, gi: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+        """One step of the cell from its input gates: the next state."""
         if self.cell == "lstm":
             h, c = state.chunk(2, dim=-1)
             gates = gi + F.linear(h, params["gru.weight_hh"], params["gru.bias_hh"])
             i_g, f_g, g_g, o_g = gates.chunk(4, dim=-1)
             c = torch.sigmoid(f_g) * c + torch.sigmoid(i_g) * torch.tanh(g_g)
             h = torch.sigmoid(o_g) * torch.tanh(c)
-            return F.linear(h, params["head.weight"], params["head.bias"]), torch.cat([h, c], -1)
+            return torch.cat([h, c], -1)
         gh = F.linear(state, params["gru.weight_hh"], params["gru.bias_hh"])
         i_r, i_z, i_n = gi.chunk(3, dim=-1)
         h_r, h_z, h_n = gh.chunk(3, dim=-1)
         r = torch.sigmoid(i_r + h_r)
         z = torch.sigmoid(i_z + h_z)
         n = torch.tanh(i_n + r * h_n)
-        nxt = (1 - z) * n + z * state
-        return F.linear(nxt, params["head.weight"], params["head.bias"]), nxt
+        return (1 - z) * n + z * state
+
+    def _q(self, params: Params, state: torch.Tensor) -> torch.Tensor:
+        """Q-values of states (an LSTM's from its ``h``)."""
+        h = state[..., : self.state_dim]
+        return F.linear(h, params["head.weight"], params["head.bias"])
 
     def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Q-values and the next state under the module's own parameters."""

@@ -9,6 +9,7 @@ import torch
 import shoal
 from shoal.agent.networks import RecurrentQNetwork
 from shoal.agent.sequence_acting import RecurrentActor, RecurrentPolicy, SequenceActing
+from shoal.agent.sequence_loss import unroll
 from shoal.config import load_config
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ConfigError
@@ -33,6 +34,38 @@ def test_the_cells_are_torchs(cell):
     else:
         h = want = net.gru(z, state)
     assert torch.allclose(nxt, want, atol=1e-6) and torch.allclose(q, net.head(h), atol=1e-6)
+
+
+class Stepwise:
+    """A recurrent network seen only through ``apply_params``: the generic unroll steps it
+    slot by slot."""
+
+    def __init__(self, net):
+        self.apply_params = net.apply_params
+
+
+@pytest.mark.parametrize("burn_in", [0, 4])
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_batched_unroll_is_the_step_by_step_one_values_and_gradients(cell, burn_in):
+    """Gradients equal too: none reaches through the burn-in in either."""
+    torch.manual_seed(0)
+    net = RecurrentQNetwork(4, 3, hidden=[16, 16], state_dim=8, cell=cell)
+    obs, state = torch.randn(5, 9, 4), torch.randn(5, net.state_size)
+    mask = torch.ones(5, 9, dtype=torch.bool)
+    mask[0, : max(burn_in - 1, 0)] = False  # an episode that begins inside the burn-in
+    mask[1, 6:] = False  # one that ends inside the training part
+    qs, grads = [], []
+    for network in (net, Stepwise(net)):
+        params = {k: v.detach().clone().requires_grad_() for k, v in net.named_parameters()}
+        q = unroll(network, params, obs, state, mask, burn_in=burn_in)
+        (q[:, burn_in:] * mask[:, burn_in:, None]).square().sum().backward()
+        qs.append(q.detach())
+        grads.append({k: v.grad for k, v in params.items()})
+    # every slot a loss reads: the valid ones and the bootstrap after the last
+    read = mask | torch.cat([torch.zeros(5, 1, dtype=torch.bool), mask[:, :-1]], 1)
+    assert torch.allclose(qs[0][read], qs[1][read], atol=1e-5)
+    for k in grads[0]:
+        assert torch.allclose(grads[0][k], grads[1][k], atol=1e-5), k
 
 
 def make_actor(seed=0, cell="lstm"):

@@ -140,23 +140,12 @@ def runner_overrides(case, tiny=None, **extra):
         base += ["env.id='shoal/Harvest-v0'", "agents.agents=2", "agents.max_turns=50"]
     if name == "processes":
         base.append("processes.workers=2")
-    if name == "ray":  # the module's one local Ray (share_ray), which each run joins
+    if name == "ray":  # the session's one local Ray (share_ray), which each run joins
         base += ["ray.actors=2", "ray.node_ip_address='127.0.0.2'"]
     if name == "threads":
         base.append("threads.learner_threads=2")
     # the variant's settings after the tiny run's (PIXELS' and MAPF's train_freq)
     return base + (tiny(**extra) if tiny is not None else []) + VARIANTS.get(case, [])
-
-
-@pytest.fixture(autouse=True)
-def share_ray(request):
-    """A ray case's runs join the module's one local Ray (``ray_session``; the ray cases
-    run last in the module, tests/runners/conftest.py): an embedded Ray, started and shut
-    down by the run itself, is test_ray_cluster's."""
-    callspec = getattr(request.node, "callspec", None)
-    name = callspec.params.get("name", "") if callspec is not None else ""
-    if name.split("/")[0] == "ray":
-        request.getfixturevalue("ray_session")
 
 
 def no_leftovers():

@@ -28,7 +28,7 @@ RUNNERS = {
 
 
 CASES = [(name, n) for name in RUNNERS for n in (1, 4) if (name, n) != ("ray", 1)]
-"""Ray at 4 envs only: each case starts its own Ray (~8 s)."""
+"""Ray at 4 envs only (a Ray run costs seconds more than the others)."""
 
 
 @pytest.mark.parametrize(("runner", "num_envs"), CASES)
