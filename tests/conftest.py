@@ -127,7 +127,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in own + shared:
         item.add_marker(pytest.mark.xdist_group("ray"))
     rest = [i for i in items if i not in ray]
-    on_workers = config.getoption("dist", "no") != "no"
+    on_workers = hasattr(config, "workerinput")  # an xdist worker (its "dist" reads "no")
     items[:] = own + shared + rest if on_workers else rest + own + shared
 
 
