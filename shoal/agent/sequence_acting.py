@@ -78,6 +78,8 @@ class RecurrentPolicy:
 
     def __init__(self, actor: Actor, n: int) -> None:
         self.actor = actor
+        self.n = n
+        """Envs (rows) it keeps memories for."""
         self.states = actor.network.initial_state(n).to(actor.device)
 
     def begin(self, env: int) -> None:

@@ -4,19 +4,23 @@ the trained weights, and a greedy ``act``.
 
 It plays what ``shoal eval`` plays: the same network, weights and greedy rule (legal
 actions only where ``dqn.action_mask`` is set), on observations as shoal's envs give them
-(:meth:`Policy.make_env` makes such an env: flattened, images channels first).
+(:meth:`Policy.make_env` makes such an env: flattened, images channels first). A recurrent
+run's policy (``run.recipe = "r2d2"``) carries its memory from one :meth:`Policy.act` to the
+next, one per row of a batch, as evaluation does: call :meth:`Policy.reset` as each
+episode begins.
 
 Example:
     >>> import shoal  # doctest: +SKIP
     >>> policy = shoal.load_policy("runs/cartpole-20261125-120000")  # doctest: +SKIP
     >>> env = policy.make_env()  # doctest: +SKIP
     >>> obs, _ = env.reset(seed=0)  # doctest: +SKIP
+    >>> policy.reset()  # doctest: +SKIP
     >>> action = policy.act(obs)  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,14 +43,45 @@ class Policy:
     """The run's :class:`~shoal.config.Config`."""
     actor: Any
     """The actor that picks greedy actions with the network (shoal eval's)."""
+    memory: Any = field(default=None, repr=False)
+    """A recurrent run's greedy policy with one memory per row (None: not recurrent, or
+    no action since :meth:`reset`)."""
+
+    @property
+    def recurrent(self) -> bool:
+        """Whether actions depend on the episode so far (call :meth:`reset` as each
+        episode begins)."""
+        return bool(getattr(self.network, "recurrent", False))
+
+    def reset(self) -> None:
+        """Forget the episode so far: a recurrent policy's memory starts fresh at the next
+        :meth:`act` (nothing to forget for others)."""
+        self.memory = None
 
     def act(self, obs: Any) -> Any:
         """The greedy action for one observation, or an array of them for a batch
-        ``(batch, *obs_shape)``."""
+        ``(batch, *obs_shape)``; a recurrent policy steps its memory (one per row) on
+        them."""
         x = np.asarray(obs, np.float32)
         single = x.ndim == 1
-        actions = self.actor.greedy(x[None] if single else x)
+        batch = x[None] if single else x
+        if self.recurrent:
+            actions = self._recurrent_act(batch)
+        else:
+            actions = self.actor.greedy(batch)
         return actions[0] if single else actions
+
+    def _recurrent_act(self, batch: np.ndarray) -> np.ndarray:
+        from shoal.recipes import recipe_for
+
+        if self.memory is None:
+            self.memory = recipe_for(self.config).eval_policy(self.actor, len(batch))
+        elif self.memory.n != len(batch):
+            raise ValueError(
+                f"this recurrent policy holds memories for {self.memory.n} rows, got a"
+                f" batch of {len(batch)}: call reset() as new episodes begin"
+            )
+        return self.memory(batch, range(len(batch)))
 
     def make_env(self, **kwargs: Any) -> Any:
         """An evaluation env of the run, observations as the network reads them."""

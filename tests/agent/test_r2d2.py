@@ -150,6 +150,7 @@ def test_r2d2_trains_and_evaluates_with_memory_and_bad_settings_are_one_line_err
     result = shoal.train(None, overrides=[*tiny(), *R2D2, *env], run_dir=tmp_path / "r")
     assert result.updates > 0 and np.isfinite(result.eval_return)
     assert shoal.evaluate_run(tmp_path / "r", 3).shape == (3,)
+    policy_carries_memory_until_reset(shoal.load_policy(tmp_path / "r"))
     with pytest.raises(ConfigError, match="'r2d2.period'.*at most r2d2.length"):
         load_config("cartpole", overrides=[*R2D2, "r2d2.period=9"])
     with pytest.raises(ConfigError, match="'run.runner'"):
@@ -165,3 +166,22 @@ def test_r2d2_trains_and_evaluates_with_memory_and_bad_settings_are_one_line_err
         cfg = load_config("cartpole", overrides=[*R2D2, *over])
         with pytest.raises(ConfigError, match=key):
             recipe_for(cfg).check(cfg)
+
+
+def policy_carries_memory_until_reset(policy):
+    """A loaded recurrent policy's actions are its network's, stepped with one memory per
+    row from a fresh memory after each reset."""
+    assert policy.recurrent
+    net = policy.network
+    rng = np.random.default_rng(0)
+    episode = rng.normal(size=(6, 2, 2)).astype(np.float32)  # 6 steps of a batch of 2
+    for _ in range(2):  # the second time after a reset: the same actions
+        policy.reset()
+        state = net.initial_state(2)
+        for obs in episode:
+            q, state = net(torch.as_tensor(obs), state)
+            assert (policy.act(obs) == q.argmax(-1).numpy()).all()
+    with pytest.raises(ValueError, match="memories for 2 rows, got a batch of 1"):
+        policy.act(episode[0, 0])
+    policy.reset()
+    assert policy.act(episode[0, 0]) in (0, 1)
