@@ -17,8 +17,15 @@ moving average over 30 seeds, so about +-0.3 of a point, +-2 on SpaceInvaders); 
 Pong and Breakout (``atari-pong``, ``atari-breakout``: the ``atari`` preset) for an hour
 each (10 scoring episodes) against the zoo's DQN after 10M steps, a GPU's budget.
 
+The memory tasks (``--tasks memory``: CartPole without velocities, POPGym's RepeatFirst
+and RepeatPrevious) train the ``r2d2`` preset (recurrent DQN); ``--preset cartpole --set
+run.recipe='dqn'`` trains feedforward DQN on the same observations instead (with ``--set
+env.frame_stack=4``, on the last four).
+
 ``--defaults`` trains with shoal's defaults instead of the preset (the preset's env and
 step budget only): what a user gets from ``shoal train --env ID --steps N``.
+``--preset NAME`` trains that preset instead of each task's own (the task's env and
+budget).
 ``--runner processes --workers 2`` runs the same configs on rollout workers; ``--set
 KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names the runs.
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
@@ -32,6 +39,7 @@ Usage:
     python benchmarks/standard_tasks.py [--tasks acrobot,mountaincar,lunarlander]
         [--seeds 3] [--defaults] [--runner serial] [--workers 2] [--jobs 1]
         [--from DIR] [--json PATH] [--plot PNG] [--set KEY=VALUE ...] [--label NAME]
+        [--preset NAME]
     python benchmarks/standard_tasks.py --tasks minatar --seeds 3 --jobs 2
     python benchmarks/standard_tasks.py --tasks atari --seeds 3
 """
@@ -66,6 +74,8 @@ class Task:
     """The preset it trains (default: the task's own name)."""
     minutes: float | None = None
     """Wall-time budget besides the steps (None: the steps alone)."""
+    extra: tuple[str, ...] = ()
+    """Overrides the task needs whatever the preset (a module that registers its env)."""
 
 
 TASKS = {
@@ -85,7 +95,21 @@ TASKS = {
 # zoo's DQN after 10M steps (what a GPU affords: the full budget is left to one).
 TASKS["atari-pong"] = Task("ALE/Pong-v5", 10_000_000, 20.6, 0.6, None, 10, "atari", 60.0)
 TASKS["atari-breakout"] = Task("ALE/Breakout-v5", 10_000_000, 358.3, 62.0, None, 10, "atari", 60.0)
+# Partially observed tasks (the `r2d2` preset, recurrent DQN): CartPole without its
+# velocities, solved at a greedy 475 (its reference is the bar), and two of POPGym's memory
+# tasks (returns in [-1, 1]; 1 is perfect recall, random play about -0.5).
+TASKS["masked-cartpole"] = Task(
+    "shoal/CartPoleNoVelocity-v0", 150_000, 475.0, None, 475.0, 20, "r2d2"
+)
+POPGYM = ("env.imports=['popgym']",)
+TASKS["popgym-repeatfirst"] = Task(
+    "popgym-RepeatFirstEasy-v0", 100_000, 1.0, None, None, 20, "r2d2", extra=POPGYM
+)
+TASKS["popgym-repeatprevious"] = Task(
+    "popgym-RepeatPreviousEasy-v0", 100_000, 1.0, None, None, 20, "r2d2", extra=POPGYM
+)
 GROUPS = {"classic": ["acrobot", "mountaincar", "lunarlander"]}
+GROUPS["memory"] = ["masked-cartpole", "popgym-repeatfirst", "popgym-repeatprevious"]
 GROUPS["minatar"] = [t for t in TASKS if t.startswith("minatar-")]
 GROUPS["atari"] = [t for t in TASKS if t.startswith("atari-")]
 
@@ -103,6 +127,7 @@ def overrides(task: str, seed: int, args: argparse.Namespace) -> list[str]:
     minutes = "none" if t.minutes is None else t.minutes
     values += [f"run.total_steps={t.steps}", f"run.max_minutes={minutes}"]
     values.append(f"env.id='{t.env_id}'")  # a preset borrowed for another game
+    values += t.extra
     if args.runner == "processes":
         values.append(f"processes.workers={args.workers}")
     return values + args.overrides
@@ -112,7 +137,7 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
     """Train one run in a fresh process (unless it finished before) and score best.pt."""
     run_dir = root / run_name(task, seed, args)
     if not (run_dir / "result.json").is_file():
-        source = "None" if args.defaults else repr(TASKS[task].preset or task)
+        source = "None" if args.defaults else repr(args.preset or TASKS[task].preset or task)
         train = f"{source}, overrides={overrides(task, seed, args)!r}, run_dir={str(run_dir)!r}"
         if (run_dir / "checkpoints" / "latest.pt").is_file():  # stopped part-way: go on
             train = f"resume={str(run_dir)!r}"
@@ -211,7 +236,9 @@ def plot(results: list[dict[str, Any]], tasks: list[str], path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--tasks", default="classic", help="tasks or groups (classic, minatar), comma-separated"
+        "--tasks",
+        default="classic",
+        help="tasks or groups (classic, minatar, atari, memory), comma-separated",
     )
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--defaults", action="store_true")
@@ -225,6 +252,7 @@ def main() -> None:
         "--set", dest="overrides", action="append", default=[], help="a config override"
     )
     parser.add_argument("--label", default="", help="the runs' name (default: preset/defaults)")
+    parser.add_argument("--preset", default="", help="train this preset instead of each task's own")
     args = parser.parse_args()
     args.tasks = [t for name in args.tasks.split(",") for t in GROUPS.get(name, [name])]
     unknown = [t for t in args.tasks if t not in TASKS]
