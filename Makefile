@@ -51,6 +51,7 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/harvest_learning.py
 	$(PY) benchmarks/ray_apex.py
 	$(PY) benchmarks/mapf_learner_cost.py
+	$(PY) benchmarks/recurrent_update.py
 	$(PY) benchmarks/mapf_learning.py
 	$(PY) benchmarks/collection.py
 	$(PY) benchmarks/evaluation.py
