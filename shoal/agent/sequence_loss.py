@@ -126,7 +126,9 @@ def unroll(
     ``state``: the state passes unchanged over slots where ``mask`` ``(B, T)`` is False,
     and the first ``burn_in`` slots run without gradients. A network with its own
     ``unroll(params, obs, state, mask, burn_in)`` (one that batches the per-step work, say)
-    does it itself; any other steps its ``apply_params`` slot by slot."""
+    does it itself, and owes only the Q-values a loss reads: those of valid slots and of
+    the slot after an item's last valid one (its bootstrap); any other network is stepped
+    by its ``apply_params`` slot by slot."""
     own = getattr(network, "unroll", None)
     if own is not None:
         return own(params, obs, state, mask, burn_in)
