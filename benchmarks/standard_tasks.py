@@ -25,7 +25,13 @@ env.frame_stack=4``, on the last four).
 ``--defaults`` trains with shoal's defaults instead of the preset (the preset's env and
 step budget only): what a user gets from ``shoal train --env ID --steps N``.
 ``--preset NAME`` trains that preset instead of each task's own (the task's env and
-budget).
+budget); ``--steps N`` gives every run N env steps instead of its task's budget. IQN
+against DQN on MinAtar at equal env steps and updates, for instance::
+
+    python benchmarks/standard_tasks.py --tasks minatar-breakout,minatar-spaceinvaders \\
+        --steps 250000 --label dqn250k --from runs/iqn-vs-dqn
+    python benchmarks/standard_tasks.py --tasks minatar-breakout,minatar-spaceinvaders \\
+        --steps 250000 --set run.recipe="'iqn'" --label iqn250k --from runs/iqn-vs-dqn
 ``--runner processes --workers 2`` runs the same configs on rollout workers; ``--set
 KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names the runs.
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
@@ -39,7 +45,7 @@ Usage:
     python benchmarks/standard_tasks.py [--tasks acrobot,mountaincar,lunarlander]
         [--seeds 3] [--defaults] [--runner serial] [--workers 2] [--jobs 1]
         [--from DIR] [--json PATH] [--plot PNG] [--set KEY=VALUE ...] [--label NAME]
-        [--preset NAME]
+        [--preset NAME] [--steps N]
     python benchmarks/standard_tasks.py --tasks minatar --seeds 3 --jobs 2
     python benchmarks/standard_tasks.py --tasks atari --seeds 3
 """
@@ -121,13 +127,18 @@ def run_name(task: str, seed: int, args: argparse.Namespace) -> str:
     return f"{task}-{kind}-{args.runner}-s{seed}"
 
 
+def budget(task: str, args: argparse.Namespace) -> int:
+    """The run's env steps: ``--steps`` if given, else the task's."""
+    return args.steps or TASKS[task].steps
+
+
 def overrides(task: str, seed: int, args: argparse.Namespace) -> list[str]:
 
     values = [f"run.seed={seed}", "run.progress=false", f"run.runner='{args.runner}'"]
     # the task's budget in steps, not the preset's minutes
     t = TASKS[task]
     minutes = "none" if t.minutes is None else t.minutes
-    values += [f"run.total_steps={t.steps}", f"run.max_minutes={minutes}"]
+    values += [f"run.total_steps={budget(task, args)}", f"run.max_minutes={minutes}"]
     values.append(f"env.id='{t.env_id}'")  # a preset borrowed for another game
     values += t.extra
     if args.runner == "processes":
@@ -196,7 +207,7 @@ def summary(results: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print("\ngreedy evaluations (seeds' mean) against env steps:")
     for task in args.tasks:
         curves = [r["curve"] for r in results if r["task"] == task]
-        marks = [round(TASKS[task].steps * k / 5) for k in range(1, 6)]
+        marks = [round(budget(task, args) * k / 5) for k in range(1, 6)]
         means = [statistics.mean(value_at(c, m) for c in curves) for m in marks]
         cells = ", ".join(f"{m // 1000}k {v:.1f}" for m, v in zip(marks, means, strict=True))
         print(f"- {task}: {cells}")
@@ -255,6 +266,9 @@ def main() -> None:
     )
     parser.add_argument("--label", default="", help="the runs' name (default: preset/defaults)")
     parser.add_argument("--preset", default="", help="train this preset instead of each task's own")
+    parser.add_argument(
+        "--steps", type=int, default=0, help="env steps per run (default: the task's)"
+    )
     args = parser.parse_args()
     args.tasks = [t for name in args.tasks.split(",") for t in GROUPS.get(name, [name])]
     unknown = [t for t in args.tasks if t not in TASKS]
