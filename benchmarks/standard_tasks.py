@@ -32,6 +32,7 @@ against DQN on MinAtar at equal env steps and updates, for instance::
         --steps 250000 --label dqn250k --from runs/iqn-vs-dqn
     python benchmarks/standard_tasks.py --tasks minatar-breakout,minatar-spaceinvaders \\
         --steps 250000 --set run.recipe="'iqn'" --label iqn250k --from runs/iqn-vs-dqn
+
 ``--runner processes --workers 2`` runs the same configs on rollout workers; ``--set
 KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names the runs.
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
