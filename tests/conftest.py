@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -118,9 +119,9 @@ def uses_shared_ray(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every test that uses Ray runs in one xdist group, those that start Rays of their own
     before those that share one local Ray (starting one costs seconds). Run alone, they
-    run last, so the shared Ray never idles beside another test's timed runs; on xdist's
-    workers (``make test``), first, so that the group, the longest unit of work, starts at
-    once on one worker while the others share out the rest."""
+    run last; on xdist's workers (``make test``), first, so that the group, the longest
+    unit of work, starts at once on one worker while the others share out the rest. The
+    shared Ray ends with the group (``pytest_runtest_teardown``)."""
     own = [i for i in items if i.path.name in RAY_MODULES_WITHOUT_SESSION]
     shared = [i for i in items if i not in own and uses_shared_ray(i)]
     ray = set(own + shared)
@@ -131,10 +132,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = own + shared + rest if on_workers else rest + own + shared
 
 
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """The shared local Ray ends with the last test that shares it, so no other test runs
+    beside it (nor forks a process that holds its threads)."""
+    if uses_shared_ray(item) and (nextitem is None or not uses_shared_ray(nextitem)):
+        ray = sys.modules.get("ray")
+        if ray is not None and ray.is_initialized():
+            ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def _local_ray():
-    """The session's local Ray, started by the first test that asks and shut down at the
-    session's end."""
+    """Ray, for the session's local Ray (started by the first test that asks, ended by the
+    last, and at the latest with the session)."""
     ray = pytest.importorskip("ray")
     yield ray
     ray.shutdown()
