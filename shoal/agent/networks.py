@@ -452,8 +452,8 @@ class RecurrentQNetwork(nn.Module):
         """Q ``(B, T, n_actions)`` over sequences ``obs`` ``(B, T, obs_dim)`` from
         ``state``, as :func:`~shoal.agent.sequence_loss.unroll` steps it, at every slot a
         loss reads: the burn-in is stepped without gradients, keeping the state over its
-        leading padding; the rest runs in torch's fused LSTM or GRU (2-3x faster than
-        stepping it), whose state steps on over an item's trailing padding too, where only
+        leading padding; the rest runs in torch's fused LSTM or GRU (the whole update 2.2x
+        faster than stepping it), whose state steps on over trailing padding too, where only
         the first slot's Q (the bootstrap after the last valid step) is read."""
         with torch.no_grad():
             warm, state = self._burn_in(params, obs[:, :burn_in], state, mask[:, :burn_in])
