@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
@@ -119,10 +120,20 @@ class LocalTrials:
 class RayTrials:
     """Each trial a Ray task (one CPU) on the cluster the study joined."""
 
-    def __init__(self, ray: Any, paths: list[str], *, started_ray: bool = False) -> None:
+    def __init__(
+        self,
+        ray: Any,
+        paths: list[str],
+        *,
+        started_ray: bool = False,
+        stop: Callable[[], None] | None = None,
+    ) -> None:
         self.ray = ray
         self.started_ray = started_ray
         """Whether the study started this Ray (a local one): it shuts it down at the end."""
+        self.stop_proxy = stop
+        """Stops the study's storage proxy (a gRPC server for trials on a cluster), or
+        None: called as the study ends."""
         self._remote = ray.remote(num_cpus=1, max_retries=0)(_ray_trial)
         self._paths = paths
         self._running: dict[Any, int] = {}
@@ -159,7 +170,11 @@ class RayTrials:
         return stopped
 
     def close(self) -> None:
-        """Shut down a Ray the study started; leave a cluster it joined running."""
+        """Stop the storage proxy; shut down a Ray the study started, leave a cluster it
+        joined running."""
+        if self.stop_proxy is not None:
+            self.stop_proxy()
+            self.stop_proxy = None
         if self.started_ray and self.ray.is_initialized():
             self.ray.shutdown()
 

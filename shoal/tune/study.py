@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -436,7 +437,6 @@ def _ray_executor(study: _Study) -> Any:
     journal file itself."""
     import os
     import socket
-    import threading
 
     from shoal.run.imports import search_path
     from shoal.runners.ray.address import preflight
@@ -457,27 +457,30 @@ def _ray_executor(study: _Study) -> Any:
         import warnings
 
         from optuna.exceptions import ExperimentalWarning
-        from optuna.storages import run_grpc_proxy_server
 
-        # Optuna marks its gRPC proxy experimental (since 4.2); what we use of it is small.
+        # run_grpc_proxy_server's own server, which the study can stop when it ends (that
+        # function blocks for good); Optuna marks the proxy experimental (since 4.2).
+        from optuna.storages._grpc.server import make_server
+
         warnings.filterwarnings("ignore", category=ExperimentalWarning)
 
         host = ray.util.get_node_ip_address()
         with socket.socket() as probe:  # a free port on the address the cluster sees
             probe.bind((host, 0))
             port = probe.getsockname()[1]
-        storage = open_storage(study.storage_spec)
-        threading.Thread(
-            target=run_grpc_proxy_server,
-            args=(storage,),
-            kwargs={"host": host, "port": port},
-            name="shoal-tune-storage",
-            daemon=True,
-        ).start()
+        pool = ThreadPoolExecutor(max_workers=10, thread_name_prefix="shoal-tune-storage")
+        server = make_server(open_storage(study.storage_spec), host, port, pool)
+        server.start()
+
+        def stop_proxy() -> None:
+            server.stop(grace=None).wait()
+            pool.shutdown(wait=True)
+
         study.storage_spec = ("grpc", host, port)
         proxy = open_storage(study.storage_spec)
         proxy.wait_server_ready(timeout=60)  # before a trial on another machine asks it
         proxy.close()
+        return RayTrials(ray, search_path(), started_ray=started, stop=stop_proxy)
     return RayTrials(ray, search_path(), started_ray=started)
 
 

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -257,6 +258,8 @@ def test_trials_on_ray_report_through_the_study_s_storage_proxy(tmp_path, ray_se
     result = tune(base, space, settings, tmp_path / "study", progress=False)
     assert result.trials == {"complete": 2}
     assert [r["state"] for r in rows(tmp_path / "study")] == ["complete", "complete"]
+    # the storage proxy stopped with the study: no thread of it is left
+    assert not [t for t in threading.enumerate() if t.name.startswith("shoal-tune-storage")]
 
 
 def test_search_space_keys_are_checked_against_the_config():
