@@ -167,5 +167,5 @@ def share_ray(request):
     """A ray runner's case joins the session's local Ray instead of embedding one of its
     own (an embedded Ray, started and shut down by the run itself, is
     test_ray_cluster's)."""
-    if on_ray(request.node) and request.node.path.name not in RAY_MODULES_WITHOUT_SESSION:
+    if uses_shared_ray(request.node):
         request.getfixturevalue("ray_session")

@@ -458,7 +458,7 @@ class RecurrentQNetwork(nn.Module):
         with torch.no_grad():
             warm, state = self._burn_in(params, obs[:, :burn_in], state, mask[:, :burn_in])
         out = self._fused(params, self._torso(params, obs[:, burn_in:]), state)[0]
-        return F.linear(torch.cat([warm, out], 1), params["head.weight"], params["head.bias"])
+        return self._q(params, torch.cat([warm, out], 1))
 
     def _burn_in(
         self, params: Params, obs: torch.Tensor, state: torch.Tensor, mask: torch.Tensor
@@ -526,7 +526,7 @@ class RecurrentQNetwork(nn.Module):
         return (1 - z) * n + z * state
 
     def _q(self, params: Params, state: torch.Tensor) -> torch.Tensor:
-        """Q-values of states (an LSTM's from its ``h``)."""
+        """Q-values of states (an LSTM's from its ``h``) or of outputs ``h``."""
         h = state[..., : self.state_dim]
         return F.linear(h, params["head.weight"], params["head.bias"])
 

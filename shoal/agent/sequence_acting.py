@@ -78,9 +78,12 @@ class RecurrentPolicy:
 
     def __init__(self, actor: Actor, n: int) -> None:
         self.actor = actor
-        self.n = n
-        """Envs (rows) it keeps memories for."""
         self.states = actor.network.initial_state(n).to(actor.device)
+
+    @property
+    def n(self) -> int:
+        """Envs (rows) it keeps memories for."""
+        return len(self.states)
 
     def begin(self, env: int) -> None:
         """Env ``env`` begins an episode."""
