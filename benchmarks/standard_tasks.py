@@ -38,13 +38,14 @@ KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names 
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
 seconds are then those of a shared machine. ``--from DIR`` keeps the runs in DIR and
 reads the finished ones instead of training them again; a run stopped part-way is resumed
-from its last checkpoint (an interrupted sweep goes on).
+from its last checkpoint (an interrupted sweep goes on). ``--seed-list 1,2`` trains those
+seeds only (the ones a sweep still lacks).
 ``--plot PNG`` draws every task's evaluations against env steps, one line per seed, with
 the reference.
 
 Usage:
     python benchmarks/standard_tasks.py [--tasks acrobot,mountaincar,lunarlander]
-        [--seeds 3] [--defaults] [--runner serial] [--workers 2] [--jobs 1]
+        [--seeds 3 | --seed-list 1,2] [--defaults] [--runner serial] [--workers 2] [--jobs 1]
         [--from DIR] [--json PATH] [--plot PNG] [--set KEY=VALUE ...] [--label NAME]
         [--preset NAME] [--steps N]
     python benchmarks/standard_tasks.py --tasks minatar --seeds 3 --jobs 2
@@ -254,7 +255,10 @@ def main() -> None:
         default="classic",
         help="tasks or groups (classic, minatar, atari, memory), comma-separated",
     )
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
+    parser.add_argument(
+        "--seed-list", default="", help="these run seeds instead, comma-separated (e.g. 1,2)"
+    )
     parser.add_argument("--defaults", action="store_true")
     parser.add_argument("--runner", default="serial", choices=("serial", "processes"))
     parser.add_argument("--workers", type=int, default=2)
@@ -277,7 +281,8 @@ def main() -> None:
         parser.error(f"--tasks: unknown {unknown}; allowed: {', '.join([*GROUPS, *TASKS])}")
     root = args.root or Path(tempfile.mkdtemp(prefix="shoal-standard-"))
     root.mkdir(parents=True, exist_ok=True)
-    jobs = [(t, s) for t in args.tasks for s in range(args.seeds)]
+    seeds = [int(s) for s in args.seed_list.split(",")] if args.seed_list else range(args.seeds)
+    jobs = [(t, s) for t in args.tasks for s in seeds]
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda ts: train_one(*ts, args, root), jobs))
     summary(results, args)
