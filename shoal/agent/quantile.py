@@ -103,10 +103,10 @@ class QuantileNetwork(QNetwork):
             )
             self.torso = nn.Sequential(features, *self.torso)
             self.merge, width = 1, features_width
+            self.stackable = False  # a user's torso runs under vmap
         self.embed = nn.Linear(n_cos, width)
         self.n_cos = n_cos
         self.n_policy = n_policy
-        self.stackable = False  # the fraction axis is written for one network
 
     def _layers(self, params: Params, x: torch.Tensor, start: int, stop: int) -> torch.Tensor:
         for i in range(start, stop):
@@ -122,25 +122,34 @@ class QuantileNetwork(QNetwork):
 
     def quantiles(self, params: Params, obs: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
         """The return's quantiles at fractions ``taus`` (``(batch, N)``, in [0, 1]) for every
-        action: ``(batch, N, n_actions)``."""
+        action: ``(batch, N, n_actions)``. A stackable network also takes K stacked
+        parameter sets with ``(K, batch, obs)`` and ``(K, batch, N)``: ``(K, batch, N,
+        n_actions)``."""
         reads_bytes = len(self.torso) > 0 and isinstance(self.torso[0], ImageEncoder)
         x = obs if obs.is_floating_point() or reads_bytes else obs.float()
         z = self._layers(params, x, 0, self.merge)
         i = torch.arange(1, self.n_cos + 1, device=taus.device, dtype=z.dtype)
         cos = torch.cos(math.pi * taus.to(z.dtype).unsqueeze(-1) * i)
-        phi = linear(cos, params["embed.weight"], params["embed.bias"]).relu()
-        h = self._layers(params, z.unsqueeze(-2) * phi, self.merge, len(self.torso))
-        return self.q_values(params, h)
+        # Rows of (sample, fraction) pairs flattened into one batch axis: K stacked layers
+        # are batched matmuls over (K, rows, in).
+        pairs = taus.shape[-2:]
+        phi = linear(cos.flatten(-3, -2), params["embed.weight"], params["embed.bias"]).relu()
+        h = (z.unsqueeze(-2) * phi.unflatten(-2, pairs)).flatten(-3, -2)
+        h = self._layers(params, h, self.merge, len(self.torso))
+        return self.q_values(params, h).unflatten(-2, pairs)
 
-    def policy_fractions(self, batch: int, device: torch.device) -> torch.Tensor:
-        """The ``n_policy`` midpoints of equal intervals of [0, 1], for ``batch`` states."""
+    def policy_fractions(self, batch: Sequence[int], device: torch.device) -> torch.Tensor:
+        """The ``n_policy`` midpoints of equal intervals of [0, 1], for states of leading
+        shape ``batch``: ``(*batch, n_policy)``."""
         k = self.n_policy
         mid = (torch.arange(k, device=device, dtype=torch.float32) + 0.5) / k
-        return mid.expand(batch, k)
+        return mid.expand(*batch, k)
 
     def apply_params(self, params: Params, obs: torch.Tensor) -> torch.Tensor:
-        """Q-values ``(batch, n_actions)``: the mean quantile at the policy fractions."""
-        taus = self.policy_fractions(obs.shape[0], obs.device)
+        """Q-values ``(batch, n_actions)``: the mean quantile at the policy fractions (a
+        stackable network also takes K stacked parameter sets and ``(K, batch, obs)``)."""
+        # observations are flat rows, whatever the encoder
+        taus = self.policy_fractions(obs.shape[:-1], obs.device)
         return self.quantiles(params, obs, taus).mean(dim=-2)
 
 
@@ -213,8 +222,8 @@ class QuantileLoss:
 
 
 def _index(action: torch.Tensor, n: int) -> torch.Tensor:
-    """Actions ``(B,)`` as a gather index over ``(B, n, n_actions)``."""
-    return action.view(-1, 1, 1).expand(-1, n, 1)
+    """Actions ``(..., B)`` as a gather index over ``(..., B, n, n_actions)``."""
+    return action[..., None, None].expand(*action.shape, n, 1)
 
 
 class IQNLearner(Learner):

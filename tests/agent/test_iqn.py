@@ -216,16 +216,19 @@ def test_a_users_torso_carries_the_quantile_network(tmp_path, tiny):
     assert all(torch.equal(a[n], b[n]) for n in a)
 
 
-def test_stacked_iqn_agents_equal_separate_ones_each_drawing_its_own_fractions():
-    """K IQN learners stacked (one vmapped loss) step as the K alone do, each agent's
-    fractions drawn from its own generator; the stacked state round-trips them."""
-    from shoal.agent.stacked import StackedLearner
+@pytest.mark.parametrize("stackable", [True, False], ids=["batched-matmuls", "vmap"])
+def test_stacked_iqn_agents_equal_separate_ones_each_drawing_its_own_fractions(stackable):
+    """K IQN learners stacked (an MLP's batched matmuls, or a vmapped loss for other
+    torsos) step as the K alone do, each agent's fractions drawn from its own generator;
+    the stacked state round-trips them; stacked acting picks each agent's own action."""
+    from shoal.agent.stacked import StackedActor, StackedLearner
 
     def agents():
         out = []
         for k in range(3):
             torch.manual_seed(k)
             net = QuantileNetwork(3, 2, hidden=[16, 16], dueling=True, n_cos=8, n_policy=4)
+            net.stackable = stackable
             cfg = DQNConfig(hidden=[16, 16], lr=1e-2, target_period=5)
             out.append(
                 IQNLearner(net, cfg, n_quantiles=5, n_target_quantiles=6, seed=k, device="cpu")
@@ -248,3 +251,13 @@ def test_stacked_iqn_agents_equal_separate_ones_each_drawing_its_own_fractions()
     again.load_state_dict(state)
     s = {n: np.stack([v] * 3) for n, v in sample().items()}
     assert torch.equal(again.make_batch(s).taus, stacked.make_batch(s).taus)
+    obs = np.random.default_rng(0).normal(size=(3, 50, 3)).astype(np.float32)
+    net, weights = alone[0].online, stacked.weights()
+    rngs = [np.random.default_rng(k) for k in range(3)]
+    actor = StackedActor(net, weights, n_actions=2, rngs=rngs)
+    with torch.no_grad():
+        each = [
+            net.apply_params({n: w[k] for n, w in weights.items()}, torch.as_tensor(obs[k]))
+            for k in range(3)
+        ]
+    assert (actor.greedy_worlds(obs) == np.stack([q.argmax(-1).numpy() for q in each])).all()
