@@ -156,10 +156,12 @@ class DQNConfig:
     height x width x channels) to read with convolutions; empty: a plain MLP."""
     conv: list[int] = param([64, 64], gt=0, le=MAX_WIDTH)
     """Channels of the 3x3 convolutions over ``board`` (used only when board is set)."""
-    encoder: str = param("auto", choices=("auto", "mlp", "minatar", "nature"))
+    encoder: str = param("auto", choices=("auto", "mlp", "minatar", "nature", "der"))
     """How image observations are read: 'minatar' (one 3x3 conv of 16, MinAtar's), 'nature'
-    (the Nature DQN's three convs, images of 36 x 36 and up), 'auto' (nature from 36 pixels
-    a side, minatar below; an MLP for flat observations) or 'mlp' (flattened pixels)."""
+    (the Nature DQN's three convs, images of 36 x 36 and up), 'der' (data-efficient
+    Rainbow's two 5x5 convs of stride 5, images of 25 x 25 and up), 'auto' (nature from 36
+    pixels a side, minatar below; an MLP for flat observations) or 'mlp' (flattened
+    pixels)."""
     double: bool = True
     """Double DQN: pick the next action with the online net, value it with the target net."""
     gamma: float = param(0.99, ge=0.0, le=1.0)
@@ -283,6 +285,10 @@ class RunConfig:
     """Most of the run's wall time evaluations may take: an evaluation due by eval_every
     waits while those so far took more than this share (1: never wait). A world with long
     episodes otherwise spends most of its run evaluating."""
+    eval_epsilon: float = param(0.0, ge=0.0, le=1.0)
+    """Epsilon of evaluation episodes: 0 plays greedily; Atari's protocols play at 0.05
+    (Mnih et al. 2015) or 0.001 (Atari 100k), which also frees a greedy policy that never
+    presses FIRE to relaunch Breakout's ball. Single-agent envs only."""
     eval_episodes: int | None = param(None, gt=0, le=MAX_BATCH)
     """Episodes per greedy evaluation, played side by side (one batched forward per step);
     none: 20 returns' worth, i.e. 20 episodes of a single-agent env and ceil(20 / agents),

@@ -76,6 +76,11 @@ class MapfRecipe(DQNRecipe):
     def check(self, cfg: Config) -> None:
         """A MAPF config (its env, its section's rules)."""
         self.probe(cfg)
+        if cfg.run.eval_epsilon > 0:
+            raise ConfigError(
+                f"config key 'run.eval_epsilon': {cfg.run.eval_epsilon}; the mapf recipe"
+                " evaluates on held-out instances without random moves (leave it 0)"
+            )
 
     def probe(self, cfg: Config) -> EnvSpec:
         """The packed joint observation's bytes and the five moves."""

@@ -86,6 +86,11 @@ class DQNRecipe:
         check_engine(cfg.env)
         spec = self.probe(cfg)
         image_encoder(cfg.dqn.encoder, spec.image)
+        if cfg.run.eval_epsilon > 0 and spec.hybrid:
+            raise ConfigError(
+                f"config key 'run.eval_epsilon': {cfg.run.eval_epsilon} draws random discrete"
+                f" actions, and env.id {cfg.env.id!r} has hybrid actions (leave it 0)"
+            )
         if cfg.explore.noisy and spec.hybrid:
             raise ConfigError(
                 f"config key 'explore.noisy': env.id {cfg.env.id!r} has hybrid actions, whose"
@@ -220,7 +225,8 @@ class DQNRecipe:
         actor = self.learner_actor(cfg, spec, learner)
         envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, EVAL_ENVS))]
         try:
-            return evaluate(self.eval_policy(actor, len(envs)), envs, episodes, seed)
+            policy = self.eval_policy(actor, len(envs))
+            return evaluate(policy, envs, episodes, seed, cfg.run.eval_epsilon)
         finally:
             for env in envs:
                 env.close()
@@ -275,7 +281,8 @@ class GreedyEvaluator:
         if self._envs is None:
             n = min(episodes, EVAL_ENVS)
             self._envs = [make_env(self.cfg.env, evaluation=True) for _ in range(n)]
-        return evaluate(self.policy(actor, len(self._envs)), self._envs, episodes, seed)
+        policy = self.policy(actor, len(self._envs))
+        return evaluate(policy, self._envs, episodes, seed, self.cfg.run.eval_epsilon)
 
     def metrics(self) -> dict[str, float]:
         """Nothing beyond the returns."""

@@ -9,12 +9,14 @@ import numpy as np
 
 from shoal.run.seeding import derive_seed
 
-__all__ = ["CONFIRM_STREAM", "EVAL_STREAM", "evaluate"]
+__all__ = ["CONFIRM_STREAM", "EPSILON_STREAM", "EVAL_STREAM", "evaluate"]
 
 EVAL_STREAM = 1
 """Seed stream of evaluation resets (training resets use 0)."""
 CONFIRM_STREAM = 8
 """Seed stream of the evaluations that confirm a solve (``run.confirm_solve``)."""
+EPSILON_STREAM = 9
+"""Seed stream of evaluation episodes' random actions (``run.eval_epsilon``)."""
 
 
 def evaluate(
@@ -22,10 +24,13 @@ def evaluate(
     envs: Sequence[gym.Env],
     episodes: int,
     seed: int,
+    epsilon: float = 0.0,
 ) -> np.ndarray:
     """Returns of ``episodes`` episodes played by ``policy`` (a batch of observations ->
     a batch of actions). A policy with memory also has ``begin(env)``, called as env
-    ``env`` begins an episode, and is called as ``policy(observations, envs)``.
+    ``env`` begins an episode, and is called as ``policy(observations, envs)``. With
+    ``epsilon``, each step is a uniformly random action instead with that chance, drawn
+    from a generator of the episode's own (seeded from ``seed`` and k, as its reset).
 
     The envs run side by side, so one forward pass serves all of them: on CartPole with 20
     episodes that is 20x fewer forward passes than playing them one by one; an env whose
@@ -37,11 +42,13 @@ def evaluate(
     todo = iter(range(episodes))
     memory = getattr(policy, "begin", None)
     live: dict[int, tuple[int, np.ndarray]] = {}  # env -> (episode, observation)
+    explore: dict[int, np.random.Generator] = {}  # env -> its episode's random actions
 
     def begin(i: int) -> None:
         k = next(todo, None)
         if k is not None:
             live[i] = (k, envs[i].reset(seed=derive_seed(seed, EVAL_STREAM, k))[0])
+            explore[i] = np.random.default_rng(derive_seed(seed, EPSILON_STREAM, k))
             if memory is not None:
                 memory(i)
 
@@ -53,6 +60,8 @@ def evaluate(
         actions = policy(obs) if memory is None else policy(obs, slots)
         for i, a in zip(slots, actions):
             k = live[i][0]
+            if epsilon > 0 and explore[i].random() < epsilon:
+                a = explore[i].integers(envs[i].action_space.n)
             # hybrid policies return (discrete, continuous) pairs
             obs, r, term, trunc, _ = envs[i].step(a if isinstance(a, tuple) else int(a))
             returns[k] += r

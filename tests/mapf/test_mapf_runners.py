@@ -134,6 +134,7 @@ def test_a_processes_mapf_run_sends_the_curriculums_stages_to_its_workers(tmp_pa
         (["mapf.period=20"], "mapf.period"),
         (["mapf.hidden=10", "mapf.heads=4"], "mapf.hidden"),
         (["mapf.max_agents=1", "mapf.agents=2"], "mapf.max_agents"),
+        (["run.eval_epsilon=0.05"], "'run.eval_epsilon'.*held-out"),
     ],
 )
 def test_bad_mapf_configs_fail_before_any_work(tmp_path, tiny, overrides, message):

@@ -82,6 +82,7 @@ def test_a_learning_thread_failure_reaches_the_caller_with_its_cause(
     [
         ("agents.agents=0", ConfigError, "agents.agents"),
         ("agents.train_interval=0", ConfigError, "agents.train_interval"),
+        ("run.eval_epsilon=0.05", ConfigError, "'run.eval_epsilon'.*greedily"),
         ("env.id='CartPole-v1'", EnvError, "multi-agent world"),
         ("env.id='pettingzoo:no.such.module'", EnvError, "cannot import"),
     ],

@@ -32,6 +32,7 @@ from shoal.agent.learner import DQN
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
+from shoal.errors import ConfigError
 from shoal.recipes import recipe_for
 from shoal.replay import StackedReplay
 from shoal.run.evaluation import EVAL_STREAM
@@ -84,6 +85,11 @@ class AgentsRunner(Runner):
     def check(cls, cfg: Config) -> None:
         """Make the world once and check it, and the agents' network (before any work
         starts)."""
+        if cfg.run.eval_epsilon > 0:
+            raise ConfigError(
+                f"config key 'run.eval_epsilon': {cfg.run.eval_epsilon}; the agents runner"
+                " evaluates its agents greedily (leave it 0; shoal.play_run takes an epsilon)"
+            )
         env = make_parallel_env(cfg.env, num_agents=cfg.agents.agents, max_turns=1)
         try:
             ma = probe_parallel_env(env, cfg.env.id)
