@@ -178,23 +178,37 @@ class BoardEncoder(nn.Module):
         return self.apply_params(dict(self.named_parameters()), "", obs)
 
 
-ENCODERS = ("auto", "mlp", "minatar", "nature")
+ENCODERS = ("auto", "mlp", "minatar", "nature", "der")
 """``dqn.encoder`` values: 'auto' (an image encoder for image observations, MinAtar's below
 :data:`NATURE_MIN` pixels a side and the Nature DQN's from there; an MLP otherwise)."""
-NATURE_MIN = 36
-"""The smallest image side the Nature encoder's three convolutions leave a feature on."""
 
 _LAYERS = {
     # (out channels, kernel, stride) per convolution
     "minatar": ((16, 3, 1),),  # Young and Tian 2019: one 3 x 3 conv of 16, no padding
     "nature": ((32, 8, 4), (64, 4, 2), (64, 3, 1)),  # Mnih et al. 2015
+    # data-efficient Rainbow's (van Hasselt et al. 2019): two wide strides, ~1/8 of the
+    # Nature network's multiply-adds on 84 x 84 frames, for an update every env step
+    "der": ((32, 5, 5), (64, 5, 5)),
 }
+
+
+def min_side(kind: str) -> int:
+    """The smallest image side encoder ``kind``'s convolutions leave a feature on."""
+    side = 1
+    for _, kernel, stride in reversed(_LAYERS[kind]):
+        side = (side - 1) * stride + kernel
+    return side
+
+
+NATURE_MIN = min_side("nature")
+"""The smallest image side the Nature encoder's three convolutions leave a feature on (36)."""
 
 
 class ImageEncoder(nn.Module):
     """Convolutions over a flat observation that is a ``(C, H, W)`` image, its pixels
     scaled by ``1 / high`` on the device (bytes cross from the env and the replay as
-    they are), the features flattened: MinAtar's encoder or the Nature DQN's.
+    they are), the features flattened: MinAtar's encoder, the Nature DQN's or data-efficient
+    Rainbow's.
 
     Example:
         >>> enc = ImageEncoder((4, 10, 10), kind="minatar")
@@ -372,7 +386,7 @@ def image_encoder(encoder: str, image: Sequence[int] | None) -> str | None:
     side = min(image[1:])
     if encoder == "auto":
         return "nature" if side >= NATURE_MIN else "minatar"
-    least = NATURE_MIN if encoder == "nature" else 3
+    least = min_side(encoder)
     if side < least:
         raise ConfigError(
             f"config key 'dqn.encoder': {encoder!r} needs images at least {least} x {least};"

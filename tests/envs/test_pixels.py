@@ -42,7 +42,11 @@ def test_a_minatar_id_without_the_package_is_a_one_line_error(monkeypatch):
 
 @pytest.mark.parametrize(
     "kind, shape, width",
-    [("minatar", (4, 10, 10), 16 * 8 * 8), ("nature", (4, 84, 84), 64 * 7 * 7)],
+    [
+        ("minatar", (4, 10, 10), 16 * 8 * 8),
+        ("nature", (4, 84, 84), 64 * 7 * 7),
+        ("der", (4, 84, 84), 64 * 3 * 3),
+    ],
 )
 def test_the_encoders_have_their_papers_shapes(kind, shape, width):
     enc = ImageEncoder(shape, kind=kind, high=255.0)
@@ -61,6 +65,9 @@ def test_the_encoder_follows_the_observations():
     assert image_encoder("mlp", (4, 84, 84)) is None
     with pytest.raises(ConfigError, match=r"'nature' needs images at least 36 x 36; .* 10 x 10"):
         image_encoder("nature", (4, 10, 10))
+    assert image_encoder("der", (4, 25, 25)) == "der"
+    with pytest.raises(ConfigError, match=r"'der' needs images at least 25 x 25; .* 24 x 24"):
+        image_encoder("der", (4, 24, 24))
     with pytest.raises(ConfigError, match=r"'minatar' reads images, .* flat vectors"):
         image_encoder("minatar", None)
 
