@@ -48,7 +48,8 @@ def evaluate(
         k = next(todo, None)
         if k is not None:
             live[i] = (k, envs[i].reset(seed=derive_seed(seed, EVAL_STREAM, k))[0])
-            explore[i] = np.random.default_rng(derive_seed(seed, EPSILON_STREAM, k))
+            if epsilon > 0:  # greedy evaluations build no generators
+                explore[i] = np.random.default_rng(derive_seed(seed, EPSILON_STREAM, k))
             if memory is not None:
                 memory(i)
 
