@@ -15,7 +15,10 @@ reference DQN at 1M frames, read off the learning curves in MinAtar's README
 (``img/learning_curves.gif``: training returns of an epsilon-greedy agent, a 100-episode
 moving average over 30 seeds, so about +-0.3 of a point, +-2 on SpaceInvaders); Atari
 Pong and Breakout (``atari-pong``, ``atari-breakout``: the ``atari`` preset) for an hour
-each (10 scoring episodes) against the zoo's DQN after 10M steps, a GPU's budget.
+each (10 scoring episodes) against the zoo's DQN after 10M steps, a GPU's budget; and the
+same two games at the Atari 100k benchmark's budget (``atari100k-pong``,
+``atari100k-breakout``: the ``atari-100k`` preset, 100k agent steps) against data-efficient
+Rainbow's published scores at 100k.
 
 The memory tasks (``--tasks memory``: CartPole without velocities, POPGym's RepeatFirst
 and RepeatPrevious) train the ``r2d2`` preset (recurrent DQN); ``--preset cartpole --set
@@ -103,6 +106,11 @@ TASKS = {
 # zoo's DQN after 10M steps (what a GPU affords: the full budget is left to one).
 TASKS["atari-pong"] = Task("ALE/Pong-v5", 10_000_000, 20.6, 0.6, None, 10, "atari", 60.0)
 TASKS["atari-breakout"] = Task("ALE/Breakout-v5", 10_000_000, 358.3, 62.0, None, 10, "atari", 60.0)
+# The `atari-100k` preset (Atari 100k: 100k agent steps, 400k frames) against data-efficient
+# Rainbow at 100k (Agarwal et al. 2021's 100 runs per game, final policies: Breakout 9.2,
+# Pong -9.7; DrQ(eps) 19.8 and -9.1; random play 1.7 and -20.7; human 30.5 and 14.6).
+TASKS["atari100k-pong"] = Task("ALE/Pong-v5", 100_000, -9.7, None, None, 10, "atari-100k")
+TASKS["atari100k-breakout"] = Task("ALE/Breakout-v5", 100_000, 9.2, None, None, 10, "atari-100k")
 # Partially observed tasks (the `r2d2` preset, recurrent DQN): CartPole without its
 # velocities, solved at a greedy 475 (its reference is the bar), and two of POPGym's memory
 # tasks (returns in [-1, 1]; 1 is perfect recall, random play about -0.5).
@@ -122,6 +130,7 @@ GROUPS = {"classic": ["acrobot", "mountaincar", "lunarlander"]}
 GROUPS["memory"] = ["masked-cartpole", "popgym-repeatfirst", "popgym-repeatprevious"]
 GROUPS["minatar"] = [t for t in TASKS if t.startswith("minatar-")]
 GROUPS["atari"] = [t for t in TASKS if t.startswith("atari-")]
+GROUPS["atari100k"] = [t for t in TASKS if t.startswith("atari100k-")]
 
 
 def run_name(task: str, seed: int, args: argparse.Namespace) -> str:
@@ -253,7 +262,7 @@ def main() -> None:
     parser.add_argument(
         "--tasks",
         default="classic",
-        help="tasks or groups (classic, minatar, atari, memory), comma-separated",
+        help="tasks or groups (classic, minatar, atari, atari100k, memory), comma-separated",
     )
     parser.add_argument("--seeds", type=int, default=3, help="run seeds 0 .. N-1")
     parser.add_argument(
