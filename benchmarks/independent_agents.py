@@ -61,7 +61,8 @@ With ``--recipe iqn`` the agents are IQN learners (quantile networks on the same
 ``--quantiles`` fractions for the loss and its target, 32 for acting; each agent draws its
 own fractions, in the loop and in the stack alike); sections 1 and 2 only (the quantile
 network goes through ``vmap``, so section 3 has nothing to compare, and sections 4-5
-drive the DQN agents).
+drive the DQN agents). ``--device cuda`` puts section 2's learners on the GPU (what the
+stack is worth where a loop of small updates is bound by kernel launches).
 
 Usage:
     python benchmarks/independent_agents.py [--ks 8 32 128] [--reps 15] [--quick]
@@ -69,6 +70,7 @@ Usage:
         [--e2e-train-freq 4]
     python benchmarks/independent_agents.py --sections 5 --e2e-copy   # only section 5
     python benchmarks/independent_agents.py --recipe iqn --sections 1 2 --ks 8 32
+    python benchmarks/independent_agents.py --recipe iqn --sections 2 --device cuda
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def bench(fns: dict[str, Callable[[], object]], reps: int, sample_s: float = 0.0
         fn()  # warm-up (first-call allocations, lazy thread / worker start)
         t0 = time.perf_counter()
         fn()
+        sync()
         inner[name] = max(1, int(sample_s / max(time.perf_counter() - t0, 1e-9)))
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(reps):
@@ -126,8 +129,15 @@ def bench(fns: dict[str, Callable[[], object]], reps: int, sample_s: float = 0.0
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
+            sync()
             samples[name].append((time.perf_counter() - t0) / n)
     return {name: statistics.median(v) for name, v in samples.items()}
+
+
+def sync() -> None:
+    """Waits for queued GPU work, so that a sample times the work and not its launch."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def verdict(ratio: float, target: float) -> str:
@@ -153,13 +163,15 @@ def make_buffer(k: int, capacity: int, obs_dim: int) -> ReplayBuffer:
     return buf
 
 
-def make_agent(recipe: str, cfg: DQNConfig, obs_dim: int, quantiles: int, seed: int) -> Learner:
+def make_agent(
+    recipe: str, cfg: DQNConfig, obs_dim: int, quantiles: int, seed: int, device: str = "cpu"
+) -> Learner:
     """One agent: a DQN learner, or an IQN learner on the same MLP."""
     if recipe == "dqn":
-        return DQN(obs_dim, N_ACTIONS, cfg, device="cpu")
+        return DQN(obs_dim, N_ACTIONS, cfg, device=device)
     net = QuantileNetwork(obs_dim, N_ACTIONS, hidden=cfg.hidden, dueling=cfg.dueling)
     return IQNLearner(
-        net, cfg, n_quantiles=quantiles, n_target_quantiles=quantiles, seed=seed, device="cpu"
+        net, cfg, n_quantiles=quantiles, n_target_quantiles=quantiles, seed=seed, device=device
     )
 
 
@@ -175,10 +187,11 @@ class Setup:
         chunk: int,
         recipe: str = "dqn",
         quantiles: int = 8,
+        device: str = "cpu",
     ) -> None:
         self.k = k
         torch.manual_seed(k)
-        self.dqns = [make_agent(recipe, cfg, obs_dim, quantiles, i) for i in range(k)]
+        self.dqns = [make_agent(recipe, cfg, obs_dim, quantiles, i, device) for i in range(k)]
         self.stacked = StackedLearner(self.dqns)  # copies: the DQNs stay independent
         self.buffers = [make_buffer(i, capacity, obs_dim) for i in range(k)]
         self.group = StackedReplay(self.buffers)  # the same buffers, items in one block
@@ -571,6 +584,9 @@ def main() -> None:
     parser.add_argument("--recipe", default="dqn", choices=("dqn", "iqn"), help="the agents")
     parser.add_argument("--quantiles", type=int, default=8, help="IQN's N and N'")
     parser.add_argument(
+        "--device", default="cpu", help="the learners' device, section 2 only (e.g. cuda)"
+    )
+    parser.add_argument(
         "--sections",
         type=int,
         nargs="+",
@@ -593,13 +609,16 @@ def main() -> None:
     sections = set(args.sections)
     if args.recipe != "dqn" and sections - {1, 2}:
         parser.error("--recipe iqn: sections 1 and 2 only (--sections 1 2)")
+    if args.device != "cpu" and sections != {2}:
+        parser.error(f"--device {args.device}: section 2 only (--sections 2)")
     torch.set_num_threads(args.threads)
     cfg = DQNConfig(hidden=list(args.hidden), batch_size=args.batch)
     t_start = time.perf_counter()
     print(
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min) at "
         f"start; torch {torch.__version__}, {args.threads} intra-op thread(s) on every side; "
-        f"Python {platform.python_version()}"
+        f"Python {platform.python_version()}; learners on {args.device}"
+        + (f" ({torch.cuda.get_device_name()})" if args.device.startswith("cuda") else "")
     )
     if sections & {1, 2, 3, 4}:
         kind = "DQN" if args.recipe == "dqn" else f"IQN ({args.quantiles} fractions, 32 acting)"
@@ -612,7 +631,14 @@ def main() -> None:
     if sections & {1, 2, 3, 4}:
         for k in args.ks:
             setups[k] = Setup(
-                k, cfg, args.obs_dim, args.capacity, args.chunk, args.recipe, args.quantiles
+                k,
+                cfg,
+                args.obs_dim,
+                args.capacity,
+                args.chunk,
+                args.recipe,
+                args.quantiles,
+                args.device,
             )
 
     results: dict = {}

@@ -499,14 +499,17 @@ class RecurrentQNetwork(nn.Module):
         self, params: Params, x: torch.Tensor, state: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """torch's LSTM or GRU over ``x`` ``(B, T, width)`` from ``state``: the output
-        ``(B, T, state_dim)`` and the final state."""
+        ``(B, T, state_dim)`` and the final state. ``train`` follows grad mode: cuDNN keeps
+        what its backward needs only in training mode (CPU ignores the flag), and dropout
+        is 0 either way."""
+        train = torch.is_grad_enabled()
         weights = [params[f"gru.{k}"] for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
         if self.cell == "lstm":
             h, c = (part.unsqueeze(0).contiguous() for part in state.chunk(2, dim=-1))
-            out, h, c = torch.lstm(x, (h, c), weights, True, 1, 0.0, False, False, True)
+            out, h, c = torch.lstm(x, (h, c), weights, True, 1, 0.0, train, False, True)
             return out, torch.cat([h[0], c[0]], -1)
         out, h = torch.gru(
-            x, state.unsqueeze(0).contiguous(), weights, True, 1, 0.0, False, False, True
+            x, state.unsqueeze(0).contiguous(), weights, True, 1, 0.0, train, False, True
         )
         return out, h[0]
 
