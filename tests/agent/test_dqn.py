@@ -125,6 +125,33 @@ def test_loss_equals_the_learners():
         torch.testing.assert_close(g, e, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("image", [False, True])
+def test_merged_and_split_forwards_agree(image):
+    """Double DQN's online forward over obs and next_obs as one batch (MLPs) or two
+    (convolutions, where the merged backward does twice the work): the same loss, TD errors
+    and gradients either way, and convolutions take the split path by default."""
+    from shoal.agent.networks import ImageEncoder
+
+    torch.manual_seed(0)
+    obs_dim = 2 * 8 * 8 if image else 3
+    enc = ImageEncoder((2, 8, 8), kind="minatar") if image else None
+    net = QNetwork(obs_dim, 2, hidden=[8], dueling=True, image=enc)
+    loss_fn = DQNLoss(net, double=True)
+    assert loss_fn.merge_next is not image
+    b = make_batch(obs_dim=obs_dim)
+    params = dict(net.named_parameters())
+    target = shifted(params, 0.1)
+    out = {}
+    for merge in (True, False):
+        loss_fn.merge_next = merge
+        loss, td = loss_fn(params, target, b)
+        out[merge] = (loss, td, torch.autograd.grad(loss, list(params.values())))
+    torch.testing.assert_close(out[True][0], out[False][0])
+    torch.testing.assert_close(out[True][1], out[False][1])
+    for g, e in zip(out[True][2], out[False][2]):
+        torch.testing.assert_close(g, e)
+
+
 # --- the one TD target --------------------------------------------------------------------
 
 
