@@ -36,7 +36,7 @@ demo: $(STAMP)
 	$(VENV)/bin/shoal train cartpole --out runs
 
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2 --dist loadgroup --durations=30
 
 bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/cartpole_time_to_solve.py

