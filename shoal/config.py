@@ -138,6 +138,11 @@ class EnvConfig:
     """Atari, training only: rewards clipped to [-1, 1] (evaluation reports raw scores)."""
 
 
+ENCODERS = ("auto", "mlp", "minatar", "nature", "der")
+"""``dqn.encoder``'s values (:mod:`shoal.agent.networks` holds the layers of each image
+encoder)."""
+
+
 @dataclass
 class DQNConfig:
     """The DQN learner: network, loss and optimizer."""
@@ -156,7 +161,7 @@ class DQNConfig:
     height x width x channels) to read with convolutions; empty: a plain MLP."""
     conv: list[int] = param([64, 64], gt=0, le=MAX_WIDTH)
     """Channels of the 3x3 convolutions over ``board`` (used only when board is set)."""
-    encoder: str = param("auto", choices=("auto", "mlp", "minatar", "nature", "der"))
+    encoder: str = param("auto", choices=ENCODERS)
     """How image observations are read: 'minatar' (one 3x3 conv of 16, MinAtar's), 'nature'
     (the Nature DQN's three convs, images of 36 x 36 and up), 'der' (data-efficient
     Rainbow's two 5x5 convs of stride 5, images of 25 x 25 and up), 'auto' (nature from 36

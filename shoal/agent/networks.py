@@ -23,6 +23,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call
 
+from shoal.config import ENCODERS
+
 if TYPE_CHECKING:
     from shoal.config import DQNConfig
 
@@ -177,10 +179,6 @@ class BoardEncoder(nn.Module):
         """Conv features of the board, flattened, followed by the other entries."""
         return self.apply_params(dict(self.named_parameters()), "", obs)
 
-
-ENCODERS = ("auto", "mlp", "minatar", "nature", "der")
-"""``dqn.encoder`` values: 'auto' (an image encoder for image observations, MinAtar's below
-:data:`NATURE_MIN` pixels a side and the Nature DQN's from there; an MLP otherwise)."""
 
 _LAYERS = {
     # (out channels, kernel, stride) per convolution

@@ -58,6 +58,13 @@ def test_the_encoders_have_their_papers_shapes(kind, shape, width):
     torch.testing.assert_close(enc(frames), scaled(frames.float() / 255))
 
 
+def test_every_image_encoder_the_config_allows_has_layers():
+    from shoal.config import ENCODERS
+
+    for kind in set(ENCODERS) - {"auto", "mlp"}:
+        assert ImageEncoder((4, 84, 84), kind=kind).width > 0
+
+
 def test_the_encoder_follows_the_observations():
     assert image_encoder("auto", None) is None
     assert image_encoder("auto", (4, 10, 10)) == "minatar"
