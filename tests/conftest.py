@@ -24,9 +24,23 @@ def tiny_overrides(tmp_path, **extra: object) -> list[str]:
         "run.stop_return": "none",
         "run.out": f"'{tmp_path}'",
         "env.max_episode_steps": 100,
+        # One torch thread whatever the preset (mapf's is 2): beside the other test worker
+        # more threads oversubscribe the 2 cores (a serial MAPF test: 43 s beside two busy
+        # processes at 2 threads, 25 s at 1; up to 226 s in a whole-suite run).
+        "run.torch_threads": 1,
     }
     values.update({k.replace("__", "."): v for k, v in extra.items()})
     return [f"{k}={v}" for k, v in values.items()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One torch thread in every test process: two test workers share the 2 cores, and a
+    network's intra-op threads beside the other worker oversubscribe them (torch's
+    default is every core). Runs set their own (``run.torch_threads``) and so do tests of
+    thread settings."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 @pytest.fixture
