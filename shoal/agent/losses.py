@@ -142,9 +142,10 @@ class DQNLoss:
         self.merge_next = not has_convolutions(network)
         """Double DQN's online forward over ``obs`` and ``next_obs`` as one batch: one
         learner's MLP is launch-bound, and one forward halves the launches (cart-pole's
-        update 1.2x faster); a convolution is compute-bound, and the merged forward doubles
+        update 1.0-1.2x faster); a convolution is compute-bound, and the merged forward doubles
         its weight gradient's work (zeros flow back through the ``next_obs`` half): split,
-        MinAtar's update measured 1.9x and Atari's DER network's 1.7x faster."""
+        the update of Atari's DER network measured 1.6x faster, the Nature network's 1.4x,
+        MinAtar's 1.0-1.2x (``benchmarks/learner_update.py``)."""
 
     def td_terms(
         self, params: Params, target_params: Params, batch: Batch
