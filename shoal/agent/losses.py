@@ -110,7 +110,12 @@ def bootstrap_values(
 def has_convolutions(network: Any) -> bool:
     """Whether ``network`` (a module, or anything else: no) holds a convolution."""
     modules = network.modules() if isinstance(network, torch.nn.Module) else ()
-    return any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in modules)
+    return any(isinstance(m, _CONVOLUTIONS) for m in modules)
+
+
+_CONVOLUTIONS = tuple(
+    getattr(torch.nn, f"Conv{kind}{d}d") for kind in ("", "Transpose") for d in (1, 2, 3)
+)
 
 
 def _q_part(out: Any) -> torch.Tensor:
