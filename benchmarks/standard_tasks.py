@@ -41,7 +41,8 @@ KEY=VALUE`` (repeatable) changes the config of every run, and ``--label`` names 
 ``--jobs 2`` trains two runs at a time (each learner on one torch thread): the wall
 seconds are then those of a shared machine. ``--from DIR`` keeps the runs in DIR and
 reads the finished ones instead of training them again; a run stopped part-way is resumed
-from its last checkpoint (an interrupted sweep goes on). ``--seed-list 1,2`` trains those
+from its last checkpoint (an interrupted sweep goes on; one stopped before its first
+checkpoint is trained again). ``--seed-list 1,2`` trains those
 seeds only (the ones a sweep still lacks).
 ``--plot PNG`` draws every task's evaluations against env steps, one line per seed, with
 the reference.
@@ -62,6 +63,7 @@ import dataclasses
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -165,6 +167,9 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
         train = f"{source}, overrides={overrides(task, seed, args)!r}, run_dir={str(run_dir)!r}"
         if (run_dir / "checkpoints" / "latest.pt").is_file():  # stopped part-way: go on
             train = f"resume={str(run_dir)!r}"
+        elif run_dir.exists():  # stopped before its first checkpoint: nothing to go on from
+            print(f"{run_dir.name}: no checkpoint to resume, training it again", flush=True)
+            shutil.rmtree(run_dir)
         code = (
             "import json, shoal, time\n"
             "t = time.perf_counter()\n"
