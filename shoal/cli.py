@@ -52,6 +52,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     _train_parser(sub)
     _tune_parser(sub)
+    _bench_parser(sub)
     _eval_parser(sub)
     pl = sub.add_parser("plot", help="redraw a run's curve.png from its metrics.csv")
     pl.add_argument("run_dir", metavar="RUN_DIR")
@@ -224,6 +225,33 @@ def _tune_parser(sub: argparse._SubParsersAction) -> None:
         metavar="HOST:PORT",
         help="the Ray cluster for the trials (implies --ray; default: RAY_ADDRESS)",
     )
+
+
+def _bench_parser(sub: argparse._SubParsersAction) -> None:
+    bench = _config_command(
+        sub,
+        "bench",
+        "which training scheme pays for this env and config on this machine, and why",
+        "Time the parts a run is made of on this env and config (env step, batched\n"
+        "forward, update, replay, weight publish and pull, a worker's message), predict\n"
+        "from them each scheme's env steps/s at the config's replay ratio, then run each\n"
+        "scheme for a short measured window and print predicted against measured, the\n"
+        "fastest, and why. Writes nothing (no run directory).",
+        "preset name or TOML config file",
+        ray_address=False,
+    )
+    bench.add_argument(
+        "--seconds",
+        type=float,
+        default=120.0,
+        help="the measuring budget, start-up aside (default 120)",
+    )
+    bench.add_argument(
+        "--runners",
+        metavar="LIST",
+        help="schemes to weigh, comma-separated (default: every one that applies)",
+    )
+    bench.add_argument("--json", action="store_true", help="print the report as JSON")
 
 
 def _eval_parser(sub: argparse._SubParsersAction) -> None:
@@ -662,6 +690,39 @@ def _sudoku(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from shoal.bench import bench
+    from shoal.run.progress import TrainProgress
+
+    schemes = None if args.runners is None else [s.strip() for s in args.runners.split(",")]
+    overrides = _run_overrides(args)
+    shown = not (args.no_progress or args.json)
+    spent = [0.0]  # the budget's seconds handed to stages so far: the bar's position
+
+    def stage(name: str, seconds: float) -> None:
+        bar.update(round(spent[0]), timing=name)
+        spent[0] += seconds
+
+    try:
+        total = max(1, round(args.seconds)) if args.seconds > 0 else 1
+        with TrainProgress(total, enabled=shown, description="bench (s)") as bar:
+            report = bench(
+                args.config,
+                overrides=overrides,
+                seconds=args.seconds,
+                schemes=schemes,
+                on_stage=stage,
+            )
+            bar.update(total)
+    except KeyboardInterrupt as e:
+        return _stopped(e, None, "(shoal bench writes nothing)")
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print("\n".join(report.lines()))
+    return 0
+
+
 def _mapf(args: argparse.Namespace) -> int:
     from shoal.mapf.evaluate import eval_command
 
@@ -675,6 +736,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {
         "train": _train,
         "tune": _tune,
+        "bench": _bench,
         "eval": _eval,
         "export": _export,
         "plot": _plot,

@@ -1,0 +1,131 @@
+"""What each scheme can reach, from the parts' times (:class:`~shoal.bench.parts.Parts`).
+
+Every runner holds the config's updates per env step (the replay ratio), so a run moves at
+the pace of its slowest side: per env step, the acting side takes its acting time and the
+learning side ``ratio`` updates, and a scheme's gain is how much of the two it overlaps,
+less what its transport costs and what the sides take from each other (the GIL in one
+process, the cores across processes). Each prediction is the slowest of its limits, named
+in ``bound``:
+
+- serial: acting, writing and updates one after another.
+- threads: acting (and writing) in one thread, updates in another, both timed side by
+  side in one process; the GIL each side holds is serial (see :func:`threads`).
+- processes, W workers: each worker acts, writes n-step transitions, pickles them and
+  pulls weights; the learner unpickles, adds them to replay in one write and updates
+  (timed beside busy processes when the workers leave it no core of its own); all of it
+  within the machine's cores.
+- ray, A actors: the processes bound with A actors (Ray's own messages, larger than a
+  pipe's, are not timed here: its window shows them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from shoal.bench.parts import Parts
+
+__all__ = ["Prediction", "pays_at", "predict"]
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A scheme's predicted pace and what limits it."""
+
+    scheme: str
+    """The runner (``serial``, ``threads``, ``processes``, ``ray``)."""
+    workers: int
+    """Worker processes (processes), actors (ray), learner threads (threads); 0 for serial."""
+    steps_per_s: float
+    """Env steps per second the scheme can reach at the config's replay ratio."""
+    bound: str
+    """What limits it: ``acting``, ``learner``, ``cores`` or ``gil`` (threads: the two
+    sides slow each other down)."""
+
+
+def _limits(limits: dict[str, float]) -> tuple[float, str]:
+    """The slowest of the per-env-step times (s) and its name: (steps/s, bound)."""
+    bound = max(limits, key=lambda k: limits[k])
+    return 1.0 / max(limits[bound], 1e-12), bound
+
+
+def serial(p: Parts) -> Prediction:
+    """Acting, writing and updates one after another."""
+    learner = p.ratio * p.update
+    rate = 1.0 / max(p.serial_step, 1e-12)
+    return Prediction("serial", 0, rate, "learner" if learner >= p.acting + p.write else "acting")
+
+
+def threads(p: Parts, learner_threads: int) -> Prediction:
+    """An acting thread and learner threads in one process, the GIL between them.
+
+    Timed side by side, both sides flat out, acting took ``acting_beside_update`` an env
+    step and an update ``update_beside_acting``. Taking acting to hold the GIL throughout
+    (an env in Python), the GIL the update holds is what that leaves: its share ``g`` of an
+    update solves ``a / a' + g u / u' = 1``. A run at the config's ratio then needs, per env
+    step, ``a + ratio g u`` of GIL time, besides either side's own time. More learner threads
+    add only what runs outside the GIL, which the timing of one cannot say: not counted."""
+    a, u = p.acting + p.write, p.update
+    a_beside = p.acting_beside_update + p.write
+    gil = min(1.0, max(0.0, (1.0 - a / a_beside) * p.update_beside_acting / u))
+    limits = {"acting": a, "learner": p.ratio * u, "gil": a + p.ratio * gil * u}
+    rate, bound = _limits(limits)
+    return Prediction("threads", learner_threads, rate, bound)
+
+
+def processes(p: Parts, workers: int, publish_every: int, name: str = "processes") -> Prediction:
+    """``workers`` worker processes acting, one learner process updating, within the
+    machine's cores."""
+    pulls = p.ratio / max(publish_every, 1)  # weight versions per env step
+    acting = p.acting + p.write + p.message / 2 + pulls * p.pull
+    crowded = workers + 1 > p.cores
+    update = p.update_beside_processes if crowded else p.update
+    learner = p.message / 2 + p.add + p.ratio * update + pulls * p.publish
+    limits = {
+        "acting": acting / workers,
+        "learner": learner,
+        "cores": (acting + learner) / p.cores,
+    }
+    rate, bound = _limits(limits)
+    return Prediction(name, workers, rate, bound)
+
+
+def predict(
+    p: Parts,
+    *,
+    learner_threads: int,
+    workers: int,
+    publish_every: int,
+    actors: int,
+    schemes: tuple[str, ...],
+) -> list[Prediction]:
+    """Each of ``schemes``' prediction, in that order."""
+    made = {
+        "serial": lambda: serial(p),
+        "threads": lambda: threads(p, learner_threads),
+        "processes": lambda: processes(p, workers, publish_every),
+        "ray": lambda: processes(p, actors, publish_every, name="ray"),
+    }
+    return [made[s]() for s in schemes if s in made]
+
+
+def pays_at(p: Parts, publish_every: int, gain: float = 1.1, most: int = 256) -> int | None:
+    """The fewest cores at which processes (cores - 1 workers, the learner on its own core)
+    would reach ``gain`` times serial, from these parts; None if no number of cores would
+    (the learner alone is the limit)."""
+    target = gain * serial(p).steps_per_s
+    for c in range(2, most + 1):
+        more = Parts(**{**p.__dict__, "cores": c})
+        if processes(more, c - 1, publish_every).steps_per_s >= target:
+            return c
+    return None
+
+
+def learner_share(p: Parts) -> float:
+    """The updates' share of a serial env step."""
+    return p.ratio * p.update / max(p.serial_step, 1e-12)
+
+
+def speedup(a: Prediction, b: Prediction) -> float:
+    """``a``'s pace over ``b``'s."""
+    return a.steps_per_s / b.steps_per_s if b.steps_per_s > 0 else math.inf

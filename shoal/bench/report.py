@@ -1,0 +1,132 @@
+"""``shoal bench``'s answer: the parts, each scheme predicted against measured, the
+fastest, and why, as text for a person and as JSON for a script."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+from dataclasses import dataclass
+from typing import Any
+
+from shoal.bench.model import Prediction, learner_share, pays_at
+from shoal.bench.parts import Parts
+from shoal.bench.windows import Window
+from shoal.config import Config
+
+__all__ = ["Report", "verdict"]
+
+
+@dataclass(frozen=True)
+class Report:
+    """What ``shoal bench`` found."""
+
+    env_id: str
+    parts: Parts
+    predictions: list[Prediction]
+    windows: list[Window]
+    winner: str
+    """The scheme that measured fastest."""
+    reason: str
+    """Why, in one line."""
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data: every figure, for scripts."""
+        return {
+            "env_id": self.env_id,
+            "machine": {"cores": self.parts.cores, "gpu": self.parts.gpu, **_machine()},
+            "parts": dataclasses.asdict(self.parts),
+            "schemes": [
+                {**dataclasses.asdict(p), "measured": dataclasses.asdict(w)}
+                for p, w in zip(self.predictions, self.windows, strict=True)
+            ],
+            "winner": self.winner,
+            "reason": self.reason,
+        }
+
+    def lines(self) -> list[str]:
+        """The report as text: the parts, a table of schemes, the verdict."""
+        p = self.parts
+        device = f"learner on {p.gpu}" if p.gpu else "learner on CPU"
+        out = [
+            f"{self.env_id}: {p.cores} CPU cores, {device}; {p.num_envs} envs per actor, "
+            f"batch {p.batch_size}, {p.ratio:g} updates per env step",
+            f"  env step {_us(p.env_step)}, batched forward {_us(p.forward)} "
+            f"({_us(p.forward / p.num_envs)} an env), writing {_us(p.write)} an env step",
+            f"  update {_us(p.update)}; beside an acting thread {_us(p.update_beside_acting)} "
+            f"(and acting {_us(p.acting_beside_update)} an env step), beside busy processes "
+            f"{_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",
+            f"  weights {p.weight_bytes / 1e6:.2f} MB: publish {_us(p.publish)}, pull "
+            f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
+            f"  serial step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
+            "",
+            "| scheme | size | predicted steps/s | bound | measured steps/s | updates/s | "
+            "start-up s |",
+            "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
+        ]
+        for pred, w in zip(self.predictions, self.windows, strict=True):
+            out.append(
+                f"| {pred.scheme} | {pred.workers or ''} | {pred.steps_per_s:,.0f} | "
+                f"{pred.bound} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | "
+                f"{w.startup:.1f} |"
+            )
+        out += ["", f"fastest: {self.winner} ({self.reason})"]
+        return out
+
+
+def verdict(
+    cfg: Config, parts: Parts, predictions: list[Prediction], windows: list[Window]
+) -> Report:
+    """The report: the fastest measured scheme, and the reason from the parts."""
+    best = max(windows, key=lambda w: w.steps_per_s)
+    by_name = {w.scheme: w for w in windows}
+    base = by_name.get("serial")
+    gain = best.steps_per_s / base.steps_per_s if base and base.steps_per_s > 0 else None
+    share = learner_share(parts)
+    pred = next(p for p in predictions if p.scheme == best.scheme)
+    if best.scheme == "serial" or gain is None:
+        reason = _serial_reason(parts, share, cfg.processes.publish_every)
+    elif best.scheme in ("processes", "ray"):
+        what = "worker" if best.scheme == "processes" else "actor"
+        size = f"{pred.workers} {what}{'s' if pred.workers != 1 else ''}"
+        limit = (
+            "the learner's updates are the limit now"
+            if pred.bound == "learner"
+            else f"bound by {pred.bound}"
+        )
+        reason = (
+            f"acting moved off the learner: {size} give {gain:.1f}x serial (the updates "
+            f"are {share:.0%} of a serial step); {limit}"
+        )
+    else:
+        reason = (
+            f"acting and updates overlap in one process: {gain:.1f}x serial; the updates "
+            f"are {share:.0%} of a serial step"
+        )
+    return Report(cfg.env.id, parts, predictions, windows, best.scheme, reason)
+
+
+def _serial_reason(parts: Parts, share: float, publish_every: int) -> str:
+    """Why nothing beat serial: the learner, or too few cores for the acting."""
+    cores = pays_at(parts, publish_every)
+    if cores is None:
+        where = "no number of cores pays: the learner alone is the limit"
+    elif cores <= parts.cores:
+        where = f"processes would pay on these {parts.cores} cores, if weighed"
+    else:
+        where = f"processes would pay at >= {cores} cores"
+    if share >= 0.5:
+        return f"learner-bound: the updates are {share:.0%} of a serial step; {where}"
+    return f"acting is {1 - share:.0%} of a serial step, but {where}"
+
+
+def _us(seconds: float) -> str:
+    """A short time, in the unit that reads best."""
+    if seconds >= 0.1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-4:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def _machine() -> dict[str, str]:
+    return {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()}

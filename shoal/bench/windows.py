@@ -1,0 +1,66 @@
+"""Each scheme run for a short measured window: its runner built from the config, started,
+warmed up until it updates, then timed over whole collect-and-learn rounds. No run loop,
+so nothing is evaluated, checkpointed or written; every process, thread and shared-memory
+segment the runner started is stopped with it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from shoal.bench.parts import bench_config, warm_up
+from shoal.config import Config
+
+__all__ = ["Window", "measure_window"]
+
+
+@dataclass(frozen=True)
+class Window:
+    """A scheme's measured pace."""
+
+    scheme: str
+    steps_per_s: float
+    """Env steps per second over the window."""
+    updates_per_s: float
+    """Updates per second over the window."""
+    seconds: float
+    """The window's length (s), whole rounds."""
+    startup: float
+    """Seconds from building the runner to its first update (processes, Ray start-up)."""
+
+
+def measure_window(cfg: Config, scheme: str, seconds: float, extra: list[str]) -> Window:
+    """Run ``scheme`` on ``cfg`` (with ``extra`` overrides) for about ``seconds`` after its
+    first updates, and time it."""
+    from shoal.api import _build_runner
+    from shoal.run.preemption import reclaim_preemption_signals
+    from shoal.runners import runner_for
+
+    bench = bench_config(cfg, scheme, extra)
+    t0 = time.perf_counter()
+    runner = _build_runner(runner_for(bench), bench)
+    try:
+        runner.start()
+        reclaim_preemption_signals()  # Ray takes SIGTERM; Ctrl-C must still stop the bench
+        step = warm_up(runner, min(2.0, seconds / 4))
+        startup = time.perf_counter() - t0
+        steps, updates = step, runner.updates
+        t1 = time.perf_counter()
+        while time.perf_counter() - t1 < seconds or step == steps:
+            got = runner.collect(step)
+            step += got.steps
+            runner.learn(step, got.steps)
+        elapsed = time.perf_counter() - t1
+        return Window(
+            scheme,
+            (step - steps) / elapsed,
+            (runner.updates - updates) / elapsed,
+            elapsed,
+            startup,
+        )
+    finally:
+        try:
+            runner.stop()
+        finally:
+            runner.close()
