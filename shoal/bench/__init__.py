@@ -87,6 +87,14 @@ def _schemes(cfg: Config, asked: Sequence[str] | None) -> list[str]:
             raise ConfigError(
                 f"--runners {','.join(asked)!r}: shoal bench weighs {', '.join(SCHEMES)}"
             )
+    own = runner_class(cfg.run.runner)
+    own.preflight(cfg)  # the env is made and checked here: its error, not a skip
+    if own.multi_agent:
+        raise ConfigError(
+            f"env.id {cfg.env.id!r} is a multi-agent world, which trains on the "
+            f"{cfg.run.runner!r} runner; shoal bench weighs single-agent schemes "
+            f"({', '.join(SCHEMES)}) so far"
+        )
     chosen: list[str] = []
     for scheme in asked or SCHEMES:
         if scheme == "ray" and asked is None and not _has_ray():

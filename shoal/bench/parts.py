@@ -89,8 +89,9 @@ def cores() -> int:
 
 def replay_ratio(cfg: Config) -> float:
     """Updates per env step the config asks for, once learning has started."""
-    r = cfg.run
-    return r.replay_ratio if r.replay_ratio is not None else r.gradient_steps / r.train_freq
+    from shoal.run.schedule import UpdateSchedule
+
+    return UpdateSchedule.from_config(cfg.run).ratio
 
 
 class _Clock:

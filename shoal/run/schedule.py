@@ -62,6 +62,13 @@ class UpdateSchedule:
         ratio = getattr(run, "replay_ratio", None)
         return cls(run.learning_starts, run.train_freq, run.gradient_steps, replay_ratio=ratio)
 
+    @property
+    def ratio(self) -> float:
+        """Updates per env step once learning has started."""
+        if self.replay_ratio is not None:
+            return self.replay_ratio
+        return self.gradient_steps / self.train_freq
+
     def due(self, step: int) -> int:
         """Updates the rule owes in all once ``step`` env steps are taken."""
         first = max(self.learning_starts, 1)  # the first step that may be a training point

@@ -1,0 +1,168 @@
+"""``shoal bench``: the model's bounds on made-up parts, the parts timed on a real env, the
+whole command end to end (it writes nothing and leaves nothing running), bad input."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import multiprocessing
+import time
+
+import pytest
+
+from shoal.bench import bench
+from shoal.bench.model import pays_at, predict, processes, serial, threads
+from shoal.bench.parts import Parts, measure_parts
+from shoal.cli import main
+from shoal.config import load_config
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def parts(**kw: float) -> Parts:
+    """Parts of a made-up run: 1 env, a quarter update per env step, no contention, free
+    transport; ``kw`` overrides."""
+    values = dict(
+        cores=2,
+        gpu=None,
+        num_envs=1,
+        batch_size=32,
+        ratio=0.25,
+        env_step=1e-4,
+        forward=1e-4,
+        write=0.0,
+        update=4e-3,
+        update_beside_acting=4e-3,
+        acting_beside_update=2e-4,
+        update_beside_processes=4e-3,
+        publish=0.0,
+        pull=0.0,
+        add=0.0,
+        message=0.0,
+        weight_bytes=1000,
+    )
+    values.update(kw)
+    return Parts(**values)  # type: ignore[arg-type]
+
+
+def test_serial_takes_acting_writing_and_updates_one_after_another():
+    p = parts(write=1e-4)
+    got = serial(p)
+    assert got.steps_per_s == pytest.approx(1 / (2e-4 + 1e-4 + 0.25 * 4e-3))
+    assert got.bound == "learner"
+    assert serial(parts(update=1e-4)).bound == "acting"
+
+
+def test_workers_multiply_an_acting_bound_run_up_to_the_cores():
+    slow_env = dict(
+        env_step=1e-3, forward=0.0, update=1e-4, update_beside_processes=1e-4, ratio=1.0
+    )
+    alone = serial(parts(**slow_env)).steps_per_s
+    four = processes(parts(cores=8, **slow_env), workers=4, publish_every=32)
+    assert four.steps_per_s == pytest.approx(4 / 1e-3) and four.bound == "acting"
+    assert four.steps_per_s / alone == pytest.approx(4 * 1.1e-3 / 1e-3)
+    crowded = processes(parts(cores=2, **slow_env), workers=4, publish_every=32)
+    assert crowded.bound == "cores"
+    assert crowded.steps_per_s == pytest.approx(2 / 1.1e-3)
+    assert pays_at(parts(**slow_env), publish_every=32) == 2
+
+
+def test_a_learner_bound_run_gains_from_no_number_of_cores():
+    learner_bound = parts(env_step=1e-6, forward=1e-6, ratio=1.0, update=1e-3)
+    assert pays_at(learner_bound, publish_every=32) is None
+    got = processes(dataclasses.replace(learner_bound, cores=64), 63, publish_every=32)
+    assert got.bound == "learner"
+    assert got.steps_per_s < 1.1 * serial(learner_bound).steps_per_s
+
+
+def test_threads_overlap_what_the_gil_lets_them():
+    # Side by side, neither slowed: the two sides overlap fully.
+    free = parts(update=1e-3, acting_beside_update=2e-4, update_beside_acting=1e-3, ratio=0.25)
+    assert threads(free, 2).steps_per_s == pytest.approx(1 / max(2e-4, 0.25e-3))
+    # Each side at half speed beside the other: the update holds the GIL throughout, and
+    # threads are serial's pace.
+    held = parts(update=1e-3, acting_beside_update=4e-4, update_beside_acting=2e-3)
+    got = threads(held, 2)
+    assert got.bound == "gil"
+    assert got.steps_per_s == pytest.approx(serial(held).steps_per_s)
+
+
+def test_predict_keeps_the_schemes_order():
+    got = predict(
+        parts(),
+        learner_threads=2,
+        workers=1,
+        publish_every=32,
+        actors=2,
+        schemes=("processes", "serial", "ray"),
+    )
+    assert [p.scheme for p in got] == ["processes", "serial", "ray"]
+    assert got[2].workers == 2
+
+
+def test_the_parts_of_a_real_run_are_timed(tiny):
+    cfg = load_config("cartpole", tiny(env__num_envs=2))
+    p = measure_parts(cfg, seconds=2.0)
+    assert p.num_envs == 2 and p.batch_size == 16 and p.ratio == 0.25
+    for name in ("env_step", "forward", "update", "update_beside_acting", "publish", "pull"):
+        value = getattr(p, name)
+        assert math.isfinite(value) and value > 0, name
+    assert p.message > 0 and p.add > 0 and p.weight_bytes > 0
+    assert p.serial_step > p.ratio * p.update
+
+
+def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
+    tmp_path, tiny, capsys, monkeypatch, no_shm_leak
+):
+    monkeypatch.chdir(tmp_path)
+    argv = ["bench", "cartpole", "--seconds", "6", "--runners", "serial,processes", "--json"]
+    t0 = time.perf_counter()
+    code = main([*argv, *[x for o in tiny() for x in ("--set", o)]])
+    wall = time.perf_counter() - t0
+    out = capsys.readouterr().out
+    assert code == 0
+    report = json.loads(out)
+    assert report["winner"] in ("serial", "processes") and report["reason"]
+    schemes = {s["scheme"]: s for s in report["schemes"]}
+    assert set(schemes) == {"serial", "processes"}
+    for s in schemes.values():
+        assert s["steps_per_s"] > 0 and s["measured"]["steps_per_s"] > 0
+        assert s["measured"]["updates_per_s"] > 0
+    startups = sum(s["measured"]["startup"] for s in schemes.values())
+    assert wall < 6 * 1.5 + startups + 10  # the budget, start-up aside (loaded machines)
+    assert list(tmp_path.iterdir()) == []  # no run directory, no file
+    assert multiprocessing.active_children() == []
+
+
+def test_bench_text_report_names_the_fastest(tiny):
+    report = bench("cartpole", overrides=tiny(), seconds=4, schemes=["serial", "threads"])
+    text = "\n".join(report.lines())
+    assert f"fastest: {report.winner} (" in text
+    assert "| serial |" in text and "| threads |" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["cartpole", "--seconds", "0"], "--seconds"),
+        (["--env", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (["cartpole", "--runners", "agents"], "--runners"),
+        (["cartpole", "--runners", "serial,bogus"], "bogus"),
+        (["harvest"], "multi-agent"),
+        (["harvest", "--runners", "serial"], "multi-agent"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, args, needle):
+    monkeypatch.chdir(tmp_path)
+    code = main(["bench", *args, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and needle in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_ray_scheme_is_weighed_on_ray(tiny, ray_session):
+    report = bench("cartpole", overrides=tiny(), seconds=6, schemes=["serial", "ray"])
+    ray = next(w for w in report.windows if w.scheme == "ray")
+    assert ray.steps_per_s > 0 and ray.updates_per_s > 0
