@@ -68,6 +68,9 @@ class Parts:
     cost of sending it from a worker process."""
     weight_bytes: int
     """Bytes of the network's weights."""
+    update_cpu: float | None = None
+    """One update on this machine's CPU (s), timed where the learner runs on a GPU: what
+    the GPU changes (None: the learner is on the CPU)."""
 
     @property
     def acting(self) -> float:
@@ -152,8 +155,10 @@ def warm_up(runner: Any, seconds: float) -> int:
             return step
 
 
-def measure_parts(cfg: Config, seconds: float = 10.0) -> Parts:
-    """Time every part on ``cfg``'s env and network for about ``seconds`` in all."""
+def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None = None) -> Parts:
+    """Time every part on ``cfg``'s env and network for about ``seconds`` in all.
+    ``compare_cpu`` (default: when the learner is on a GPU) also times the update on the
+    CPU."""
     with serial_runner(cfg) as runner:
         step = warm_up(runner, seconds * 0.15)
         acting, step = _acting(runner, step, seconds * 0.25)
@@ -163,6 +168,12 @@ def measure_parts(cfg: Config, seconds: float = 10.0) -> Parts:
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner, step)
     device = runner.learner.device
+    if compare_cpu or (compare_cpu is None and device.type != "cpu"):
+        with serial_runner(bench_config(cfg, "serial", ["run.device='cpu'"])) as on_cpu:
+            warm_up(on_cpu, seconds * 0.05)
+            update_cpu: float | None = _per_update(on_cpu, seconds * 0.1)
+    else:
+        update_cpu = None
     return Parts(
         cores=cores(),
         gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
@@ -181,6 +192,7 @@ def measure_parts(cfg: Config, seconds: float = 10.0) -> Parts:
         add=add,
         message=message,
         weight_bytes=nbytes,
+        update_cpu=update_cpu,
     )
 
 

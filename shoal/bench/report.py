@@ -8,7 +8,7 @@ import platform
 from dataclasses import dataclass
 from typing import Any
 
-from shoal.bench.model import Prediction, learner_share, pays_at
+from shoal.bench.model import Prediction, learner_share, pays_at, serial
 from shoal.bench.parts import Parts
 from shoal.bench.windows import Window
 from shoal.config import Config
@@ -58,6 +58,7 @@ class Report:
             f"  weights {p.weight_bytes / 1e6:.2f} MB: publish {_us(p.publish)}, pull "
             f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
             f"  serial step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
+            *_gpu_lines(p),
             "",
             "| scheme | size | predicted steps/s | bound | measured steps/s | updates/s | "
             "start-up s |",
@@ -117,6 +118,19 @@ def _serial_reason(parts: Parts, share: float, publish_every: int) -> str:
     if share >= 0.5:
         return f"learner-bound: the updates are {share:.0%} of a serial step; {where}"
     return f"acting is {1 - share:.0%} of a serial step, but {where}"
+
+
+def _gpu_lines(p: Parts) -> list[str]:
+    """What the GPU changes, where the learner ran on one: the update against the CPU's,
+    and the serial pace each would give."""
+    if p.update_cpu is None:
+        return []
+    on_cpu = dataclasses.replace(p, update=p.update_cpu)
+    return [
+        f"  the GPU: an update {_us(p.update)} against {_us(p.update_cpu)} on the CPU "
+        f"({p.update_cpu / p.update:.1f}x); serial {serial(p).steps_per_s:,.0f} steps/s "
+        f"against {serial(on_cpu).steps_per_s:,.0f} with the learner on the CPU"
+    ]
 
 
 def _us(seconds: float) -> str:

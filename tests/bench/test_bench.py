@@ -14,6 +14,8 @@ import pytest
 from shoal.bench import bench
 from shoal.bench.model import pays_at, predict, processes, serial, threads
 from shoal.bench.parts import Parts, measure_parts
+from shoal.bench.report import verdict
+from shoal.bench.windows import Window
 from shoal.cli import main
 from shoal.config import load_config
 
@@ -103,7 +105,8 @@ def test_predict_keeps_the_schemes_order():
 
 def test_the_parts_of_a_real_run_are_timed(tiny):
     cfg = load_config("cartpole", tiny(env__num_envs=2))
-    p = measure_parts(cfg, seconds=2.0)
+    p = measure_parts(cfg, seconds=2.0, compare_cpu=True)  # the GPU's path, on the CPU
+    assert p.update_cpu is not None and p.update_cpu > 0
     assert p.num_envs == 2 and p.batch_size == 16 and p.ratio == 0.25
     for name in ("env_step", "forward", "update", "update_beside_acting", "publish", "pull"):
         value = getattr(p, name)
@@ -140,6 +143,20 @@ def test_bench_text_report_names_the_fastest(tiny):
     text = "\n".join(report.lines())
     assert f"fastest: {report.winner} (" in text
     assert "| serial |" in text and "| threads |" in text
+
+
+def test_a_learner_on_a_gpu_is_reported_against_the_cpu():
+    p = parts(gpu="NVIDIA H100", update=1e-3, update_cpu=8e-3)
+    pred = predict(p, learner_threads=2, workers=1, publish_every=32, actors=2, schemes=("serial",))
+    window = Window("serial", 700.0, 175.0, 5.0, 1.0)
+    text = "\n".join(verdict(load_config("cartpole"), p, pred, [window]).lines())
+    assert "learner on NVIDIA H100" in text
+    assert "an update 1.00 ms against 8.00 ms on the CPU (8.0x)" in text
+    on_cpu = serial(dataclasses.replace(p, update=8e-3)).steps_per_s
+    assert f"against {on_cpu:,.0f} with the learner on the CPU" in text
+    assert "the GPU" not in "\n".join(
+        verdict(load_config("cartpole"), parts(), pred, [window]).lines()
+    )
 
 
 @pytest.mark.parametrize(
