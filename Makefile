@@ -58,6 +58,8 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/pixels.py
 	$(PY) benchmarks/minatar_breakout.py --seeds 3 --minutes 8
 	$(PY) benchmarks/checkpoint_memory.py
+	$(PY) benchmarks/learner_update.py
+	$(PY) benchmarks/bench_check.py
 	$(PY) benchmarks/standard_tasks.py --seeds 3 --jobs 2
 
 lint: $(STAMP)

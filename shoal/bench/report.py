@@ -95,7 +95,8 @@ def verdict(
             else f"bound by {pred.bound}"
         )
         reason = (
-            f"acting moved off the learner: {size} give {gain:.1f}x serial (the updates "
+            f"acting moved off the learner: {size} give{'s' if pred.workers == 1 else ''} "
+            f"{gain:.1f}x serial (the updates "
             f"are {share:.0%} of a serial step); {limit}"
         )
     else:

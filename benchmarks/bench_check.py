@@ -1,0 +1,142 @@
+"""``shoal bench``'s predictions against full runs, on workloads of different shapes.
+
+For each workload ``shoal bench`` runs (its parts, its predictions, its measured
+windows, the scheme it names), then each scheme trains a full run of ``--steps`` env
+steps at the config's replay ratio (the same env steps and updates for every scheme; no
+evaluation until the end). A full run's pace is its steady rate: env steps per wall second
+from its first tick row with updates to its last (metrics.csv), so start-up and the
+warm-up before learning starts do not count, as they do not in the prediction.
+
+Workloads: ``cartpole`` (the preset: a small MLP, a cheap env, learner-bound),
+``slow-env`` (the same with 200 us of CPU work in every env step, ``env.step_cost_us``:
+an env in slow Python) and ``minatar`` (``minatar-breakout``: 8 envs, a conv network).
+
+Prints, per workload and scheme: predicted, bench-measured and full-run steps/s, the
+prediction's error against the full run, and whether the named scheme was the fastest
+full run (or within 10% of it). Writes the figures as JSON with ``--json``.
+
+Usage:
+    python benchmarks/bench_check.py [--workloads cartpole,slow-env,minatar]
+        [--seconds 120] [--steps 30000] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import shoal
+from shoal.bench import bench
+from shoal.run.metrics import read_metrics
+
+WORKLOADS = {
+    "cartpole": ("cartpole", []),
+    "slow-env": ("cartpole", ["env.step_cost_us=200", "env.step_cost_kind='spin'"]),
+    "minatar": ("minatar-breakout", []),
+}
+"""Each workload's preset and overrides."""
+
+SCHEMES = ["serial", "threads", "processes"]
+
+
+def full_run(preset: str, overrides: list[str], scheme: str, steps: int, out: Path) -> float:
+    """A full run of ``scheme``'s: its steady env steps per second."""
+    result = shoal.train(
+        preset,
+        overrides=[
+            *overrides,
+            f"run.runner='{scheme}'",
+            f"run.total_steps={steps}",
+            f"run.eval_every={10 * steps}",
+            "run.eval_episodes=2",
+            f"run.checkpoint_every={10 * steps}",
+            "run.stop_return=none",
+            "run.max_minutes=none",
+            "run.progress=false",
+            f"run.out='{out}'",
+        ],
+    )
+    ticks = [
+        r
+        for r in read_metrics(Path(result.run_dir) / "metrics.csv")
+        if r["kind"] == "tick" and float(r["updates"] or 0) > 0
+    ]
+    first, last = ticks[0], ticks[-1]
+    return (float(last["step"]) - float(first["step"])) / (
+        float(last["wall_s"]) - float(first["wall_s"])
+    )
+
+
+def check(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """One workload: bench, then a full run per scheme."""
+    preset, overrides = WORKLOADS[name]
+    report = bench(preset, overrides=overrides, seconds=args.seconds, schemes=args.schemes)
+    print("\n".join(report.lines()), flush=True)
+    rows = []
+    for pred, window in zip(report.predictions, report.windows, strict=True):
+        rate = full_run(preset, overrides, pred.scheme, args.steps, out)
+        rows.append(
+            {
+                "scheme": pred.scheme,
+                "predicted": pred.steps_per_s,
+                "bound": pred.bound,
+                "bench_measured": window.steps_per_s,
+                "full_run": rate,
+                "error": pred.steps_per_s / rate - 1,
+            }
+        )
+        print(f"  full run {pred.scheme}: {rate:,.0f} steps/s", flush=True)
+    fastest = max(rows, key=lambda r: r["full_run"])
+    named = next(r for r in rows if r["scheme"] == report.winner)
+    return {
+        "workload": name,
+        "named": report.winner,
+        "reason": report.reason,
+        "fastest_full_run": fastest["scheme"],
+        "named_within_10pct": named["full_run"] >= 0.9 * fastest["full_run"],
+        "schemes": rows,
+        "bench": report.to_json(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument("--schemes", default=",".join(SCHEMES))
+    parser.add_argument("--seconds", type=float, default=120.0, help="shoal bench's budget")
+    parser.add_argument("--steps", type=int, default=30_000, help="env steps of a full run")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    args.schemes = args.schemes.split(",")
+    results = []
+    with tempfile.TemporaryDirectory(prefix="shoal-bench-check-") as out:
+        for name in args.workloads.split(","):
+            results.append(check(name, args, Path(out)))
+    print(f"\n{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}")
+    print("| workload | scheme | predicted | bench window | full run | error | named |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    for w in results:
+        for r in w["schemes"]:
+            mark = "**named**" if r["scheme"] == w["named"] else ""
+            if r["scheme"] == w["fastest_full_run"]:
+                mark += " (fastest)"
+            print(
+                f"| {w['workload']} | {r['scheme']} | {r['predicted']:,.0f} | "
+                f"{r['bench_measured']:,.0f} | {r['full_run']:,.0f} | {r['error']:+.0%} | {mark} |"
+            )
+    for w in results:
+        print(
+            f"{w['workload']}: named {w['named']}, fastest full run {w['fastest_full_run']}, "
+            f"within 10%: {w['named_within_10pct']} ({w['reason']})"
+        )
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
