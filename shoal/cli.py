@@ -249,7 +249,9 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
     bench.add_argument(
         "--runners",
         metavar="LIST",
-        help="schemes to weigh, comma-separated (default: every one that applies)",
+        help="schemes to weigh, comma-separated: serial, threads, processes, ray; for a "
+        "multi-agent world agents, agents-thread, agents-process (default: every one "
+        "that applies)",
     )
     bench.add_argument("--json", action="store_true", help="print the report as JSON")
 

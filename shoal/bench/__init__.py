@@ -19,17 +19,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from shoal.bench.model import predict
+from shoal.bench.model import predict, predict_world
 from shoal.bench.parts import Parts, measure_parts
 from shoal.bench.report import Report, verdict
 from shoal.bench.windows import Window, measure_window
+from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
 from shoal.config import Config, config_to_dict, load_config
 from shoal.errors import ConfigError
 
 __all__ = ["Report", "bench", "SCHEMES"]
 
 SCHEMES = ("serial", "threads", "processes", "ray")
-"""The schemes ``shoal bench`` weighs for a single-agent env, in this order."""
+"""The schemes ``shoal bench`` weighs for a single-agent env, in this order (a
+multi-agent world's: :data:`~shoal.bench.worlds.WORLD_SCHEMES`)."""
 
 PARTS_SHARE = 0.3
 """Of ``seconds``, what timing the parts takes; the windows share the rest."""
@@ -55,19 +57,35 @@ def bench(
     if not seconds > 0:
         raise ConfigError(f"--seconds {seconds}: give a positive number of seconds")
     cfg = _config(config, overrides)
-    chosen = _schemes(cfg, schemes)
+    world = _is_world(cfg)
+    chosen = _schemes(cfg, schemes, WORLD_SCHEMES if world else SCHEMES)
     tell = on_stage or (lambda name, s: None)
     sweep_dead_segments()
     with preemption_signals():
         tell("parts", seconds * PARTS_SHARE)
-        parts = measure_parts(cfg, seconds * PARTS_SHARE)
-        predictions = predict(parts, schemes=tuple(chosen), **_scheme_settings(cfg))
+        if world:
+            parts, epoch_turns = measure_world_parts(cfg, seconds * PARTS_SHARE)
+            predictions = predict_world(parts, epoch_turns, tuple(chosen))
+        else:
+            parts = measure_parts(cfg, seconds * PARTS_SHARE)
+            predictions = predict(parts, schemes=tuple(chosen), **_scheme_settings(cfg))
         window = seconds * (1 - PARTS_SHARE) / len(chosen)
         windows: list[Window] = []
         for scheme in chosen:
             tell(scheme, window)
-            windows.append(measure_window(cfg, scheme, window, _scheme_overrides(cfg, scheme)))
+            runner, extra = ("agents", WORLD_SCHEMES[scheme]) if world else (scheme, [])
+            windows.append(measure_window(cfg, scheme, window, extra, runner=runner))
     return verdict(cfg, parts, predictions, windows)
+
+
+def _is_world(cfg: Config) -> bool:
+    """Whether the config's env is a multi-agent world (its runner trains one), after the
+    checks of its own runner: the env is made there, and its error is the one to see."""
+    from shoal.runners import runner_class
+
+    own = runner_class(cfg.run.runner)
+    own.preflight(cfg)
+    return bool(own.multi_agent)
 
 
 def _config(config: Config | str | Path | None, overrides: Sequence[str]) -> Config:
@@ -76,39 +94,31 @@ def _config(config: Config | str | Path | None, overrides: Sequence[str]) -> Con
     return load_config(config, overrides)
 
 
-def _schemes(cfg: Config, asked: Sequence[str] | None) -> list[str]:
-    """The schemes to weigh: those asked (each must apply), else every one that applies
-    (Ray only where it is installed)."""
+def _schemes(cfg: Config, asked: Sequence[str] | None, known: Sequence[str]) -> list[str]:
+    """The schemes to weigh among ``known``: those asked (each must apply), else every one
+    that applies (Ray only where it is installed)."""
     from shoal.runners import runner_class
 
-    if asked is not None:
-        unknown = [s for s in asked if s not in SCHEMES]
-        if unknown or not asked:
-            raise ConfigError(
-                f"--runners {','.join(asked)!r}: shoal bench weighs {', '.join(SCHEMES)}"
-            )
-    own = runner_class(cfg.run.runner)
-    own.preflight(cfg)  # the env is made and checked here: its error, not a skip
-    if own.multi_agent:
+    if asked is not None and (not asked or any(s not in known for s in asked)):
         raise ConfigError(
-            f"env.id {cfg.env.id!r} is a multi-agent world, which trains on the "
-            f"{cfg.run.runner!r} runner; shoal bench weighs single-agent schemes "
-            f"({', '.join(SCHEMES)}) so far"
+            f"--runners {','.join(asked)!r}: for env.id {cfg.env.id!r} shoal bench weighs "
+            f"{', '.join(known)}"
         )
     chosen: list[str] = []
-    for scheme in asked or SCHEMES:
+    for scheme in asked or known:
         if scheme == "ray" and asked is None and not _has_ray():
             continue
-        trial = load_config(None, [f"run.runner='{scheme}'"], values=config_to_dict(cfg))
+        runner = "agents" if scheme in WORLD_SCHEMES else scheme
+        trial = load_config(None, [f"run.runner='{runner}'"], values=config_to_dict(cfg))
         try:
-            runner_class(scheme).preflight(trial)
+            runner_class(runner).preflight(trial)
         except ConfigError as e:
             if asked is not None:
                 raise ConfigError(f"--runners: {scheme!r} does not apply: {e}") from None
             continue
         chosen.append(scheme)
     if not chosen:
-        raise ConfigError(f"env.id {cfg.env.id!r}: none of {', '.join(SCHEMES)} applies to it")
+        raise ConfigError(f"env.id {cfg.env.id!r}: none of {', '.join(known)} applies to it")
     return chosen
 
 
@@ -128,11 +138,6 @@ def _scheme_settings(cfg: Config) -> dict[str, int]:
         "publish_every": cfg.processes.publish_every,
         "actors": cfg.ray.actors,
     }
-
-
-def _scheme_overrides(cfg: Config, scheme: str) -> list[str]:
-    """What a window sets beyond the runner: Ray embedded and quiet."""
-    return []
 
 
 __all__ += ["Parts", "Window"]

@@ -20,12 +20,13 @@ in ``bound``:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
 from shoal.bench.parts import Parts
 
-__all__ = ["Prediction", "pays_at", "predict"]
+__all__ = ["Prediction", "pays_at", "predict", "predict_world"]
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def threads(p: Parts, learner_threads: int) -> Prediction:
     return Prediction("threads", learner_threads, rate, bound)
 
 
-def processes(p: Parts, workers: int, publish_every: int, name: str = "processes") -> Prediction:
+def processes(p: Parts, workers: int, publish_every: float, name: str = "processes") -> Prediction:
     """``workers`` worker processes acting, one learner process updating, within the
     machine's cores."""
     pulls = p.ratio / max(publish_every, 1)  # weight versions per env step
@@ -107,6 +108,19 @@ def predict(
         "ray": lambda: processes(p, actors, publish_every, name="ray"),
     }
     return [made[s]() for s in schemes if s in made]
+
+
+def predict_world(p: Parts, epoch_turns: float, schemes: tuple[str, ...]) -> list[Prediction]:
+    """A multi-agent world's schemes (:data:`~shoal.bench.worlds.WORLD_SCHEMES`), bounded
+    as their single-agent kin: learning in the acting thread as serial, in a thread of its
+    own as threads, beside a collector process as processes with one worker that gets the
+    K agents' weights once an epoch."""
+    made = {
+        "agents": lambda: serial(p),
+        "agents-thread": lambda: threads(p, 1),
+        "agents-process": lambda: processes(p, 1, p.ratio * epoch_turns),
+    }
+    return [dataclasses.replace(made[s](), scheme=s) for s in schemes if s in made]
 
 
 def pays_at(p: Parts, publish_every: int, gain: float = 1.1, most: int = 256) -> int | None:

@@ -24,7 +24,17 @@ import torch
 
 from shoal.config import Config, config_to_dict, load_config
 
-__all__ = ["Parts", "cores", "measure_parts", "replay_ratio"]
+__all__ = [
+    "Clock",
+    "Parts",
+    "bench_config",
+    "busy_cores",
+    "cores",
+    "measure_parts",
+    "median_seconds",
+    "replay_ratio",
+    "warm_up",
+]
 
 
 @dataclass(frozen=True)
@@ -97,7 +107,7 @@ def replay_ratio(cfg: Config) -> float:
     return UpdateSchedule.from_config(cfg.run).ratio
 
 
-class _Clock:
+class Clock:
     """Seconds spent inside a wrapped callable, and its calls."""
 
     def __init__(self) -> None:
@@ -164,7 +174,8 @@ def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None =
         acting, step = _acting(runner, step, seconds * 0.25)
         update = _per_update(runner, seconds * 0.15)
         beside = _beside_acting(runner, step, seconds * 0.2)
-        processes = _beside_processes(runner, seconds * 0.15)
+        with busy_cores():
+            processes = _per_update(runner, seconds * 0.15)
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner, step)
     device = runner.learner.device
@@ -201,7 +212,7 @@ def _acting(runner: Any, step: int, seconds: float) -> tuple[dict[str, float], i
     writing; per call, the batched forward. A recipe whose acting is not a batch of envs
     (MAPF's worlds) is timed as a whole, as env time."""
     batch = getattr(getattr(runner, "acting", None), "batch", None)
-    env, forward = _Clock(), _Clock()
+    env, forward = Clock(), Clock()
     if batch is not None:
         batch.envs.step, batch.actor.act = env.wrap(batch.envs.step), forward.wrap(batch.actor.act)
     steps, t0 = 0, time.perf_counter()
@@ -254,9 +265,10 @@ def _beside_acting(runner: Any, step: int, seconds: float) -> tuple[float, float
     return elapsed / max(updates[0], 1), elapsed / steps
 
 
-def _beside_processes(runner: Any, seconds: float) -> float:
-    """Seconds per update while every other core runs a busy process (as a processes
-    run's workers keep them)."""
+@contextmanager
+def busy_cores() -> Iterator[None]:
+    """Every core but this one runs a busy process meanwhile (as a processes run's workers
+    keep them)."""
     import subprocess
     import sys
 
@@ -264,7 +276,7 @@ def _beside_processes(runner: Any, seconds: float) -> float:
     busy = [subprocess.Popen(spin) for _ in range(max(cores() - 1, 1))]
     try:
         time.sleep(0.05)  # let them start before the clock does
-        return _per_update(runner, seconds)
+        yield
     finally:
         for p in busy:
             p.kill()
@@ -280,8 +292,8 @@ def _weights(runner: Any) -> tuple[float, float, int]:
     state = {k: v.detach().cpu() for k, v in runner.learner.weights().items()}
     store = SharedWeightStore(state)
     try:
-        publish = _median(lambda: store.publish(state), 20)
-        pull = _median(lambda: store.pull(), 20)
+        publish = median_seconds(lambda: store.publish(state), 20)
+        pull = median_seconds(lambda: store.pull(), 20)
     finally:
         store.close()
     return publish, pull, sum(t.numel() * t.element_size() for t in state.values())
@@ -299,12 +311,12 @@ def _message(runner: Any, step: int) -> tuple[float, float]:
     rows = len(next(iter(items.values()))) if items else 0
     if rows == 0:
         return 0.0, 0.0
-    add = _median(lambda: runner.add_batch(items), 5)
-    message = _median(lambda: pickle.loads(pickle.dumps(items, pickle.HIGHEST_PROTOCOL)), 5)
+    add = median_seconds(lambda: runner.add_batch(items), 5)
+    message = median_seconds(lambda: pickle.loads(pickle.dumps(items, pickle.HIGHEST_PROTOCOL)), 5)
     return add / rows, message / rows
 
 
-def _median(fn: Callable[[], Any], n: int) -> float:
+def median_seconds(fn: Callable[[], Any], n: int) -> float:
     """Median seconds of ``n`` calls of ``fn``."""
     times = []
     for _ in range(n):

@@ -36,7 +36,7 @@ class Report:
             "machine": {"cores": self.parts.cores, "gpu": self.parts.gpu, **_machine()},
             "parts": dataclasses.asdict(self.parts),
             "schemes": [
-                {**dataclasses.asdict(p), "measured": dataclasses.asdict(w)}
+                {**dataclasses.asdict(p), "measured": {**dataclasses.asdict(w), "pace": w.pace}}
                 for p, w in zip(self.predictions, self.windows, strict=True)
             ],
             "winner": self.winner,
@@ -57,68 +57,74 @@ class Report:
             f"{_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",
             f"  weights {p.weight_bytes / 1e6:.2f} MB: publish {_us(p.publish)}, pull "
             f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
-            f"  serial step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
+            f"  one-thread step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
             *_gpu_lines(p),
             "",
-            "| scheme | size | predicted steps/s | bound | measured steps/s | updates/s | "
-            "start-up s |",
-            "| --- | ---: | ---: | --- | ---: | ---: | ---: |",
+            "| scheme | size | predicted steps/s | bound | measured steps/s | env steps/s | "
+            "updates/s | start-up s |",
+            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
         ]
         for pred, w in zip(self.predictions, self.windows, strict=True):
             out.append(
                 f"| {pred.scheme} | {pred.workers or ''} | {pred.steps_per_s:,.0f} | "
-                f"{pred.bound} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | "
+                f"{pred.bound} | {w.pace:,.0f} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | "
                 f"{w.startup:.1f} |"
             )
-        out += ["", f"fastest: {self.winner} ({self.reason})"]
+        out += [
+            "(measured steps/s: env steps with their updates done, the lower of env steps/s "
+            "and updates/s over the ratio)",
+            "",
+            f"fastest: {self.winner} ({self.reason})",
+        ]
         return out
 
 
 def verdict(
     cfg: Config, parts: Parts, predictions: list[Prediction], windows: list[Window]
 ) -> Report:
-    """The report: the fastest measured scheme, and the reason from the parts."""
-    best = max(windows, key=lambda w: w.steps_per_s)
-    by_name = {w.scheme: w for w in windows}
-    base = by_name.get("serial")
-    gain = best.steps_per_s / base.steps_per_s if base and base.steps_per_s > 0 else None
+    """The report: the fastest measured scheme, and the reason from the parts. The first
+    window is the one-thread scheme (serial, or a world's ``agents``) the others are
+    measured against."""
+    best = max(windows, key=lambda w: w.pace)
+    base = windows[0]
+    gain = best.pace / base.pace if base.pace > 0 else 1.0
     share = learner_share(parts)
     pred = next(p for p in predictions if p.scheme == best.scheme)
-    if best.scheme == "serial" or gain is None:
-        reason = _serial_reason(parts, share, cfg.processes.publish_every)
-    elif best.scheme in ("processes", "ray"):
-        what = "worker" if best.scheme == "processes" else "actor"
+    limit = "the learner's updates are the limit now" if pred.bound == "learner" else ""
+    if best is base:
+        reason = _one_thread_reason(parts, share, cfg.processes.publish_every, base.scheme)
+    elif best.scheme in ("processes", "ray", "agents-process"):
+        what = {"processes": "worker", "ray": "actor"}.get(best.scheme, "collector process")
         size = f"{pred.workers} {what}{'s' if pred.workers != 1 else ''}"
-        limit = (
-            "the learner's updates are the limit now"
-            if pred.bound == "learner"
-            else f"bound by {pred.bound}"
-        )
         reason = (
             f"acting moved off the learner: {size} give{'s' if pred.workers == 1 else ''} "
-            f"{gain:.1f}x serial (the updates "
-            f"are {share:.0%} of a serial step); {limit}"
+            f"{gain:.1f}x {base.scheme} (the updates are {share:.0%} of its step)"
         )
     else:
         reason = (
-            f"acting and updates overlap in one process: {gain:.1f}x serial; the updates "
-            f"are {share:.0%} of a serial step"
+            f"acting and updates overlap in one process: {gain:.1f}x {base.scheme} (the "
+            f"updates are {share:.0%} of its step)"
         )
+    reason += f"; {limit}" if limit and best is not base else ""
     return Report(cfg.env.id, parts, predictions, windows, best.scheme, reason)
 
 
-def _serial_reason(parts: Parts, share: float, publish_every: int) -> str:
-    """Why nothing beat serial: the learner, or too few cores for the acting."""
-    cores = pays_at(parts, publish_every)
-    if cores is None:
-        where = "no number of cores pays: the learner alone is the limit"
-    elif cores <= parts.cores:
-        where = f"processes would pay on these {parts.cores} cores, if weighed"
+def _one_thread_reason(parts: Parts, share: float, publish_every: int, scheme: str) -> str:
+    """Why nothing beat the one-thread scheme: the learner, or too few cores for acting
+    (a world's collector process counts as one worker)."""
+    if scheme == "agents":
+        where = "overlapping them saves at most the smaller side"
     else:
-        where = f"processes would pay at >= {cores} cores"
+        cores = pays_at(parts, publish_every)
+        if cores is None:
+            where = "no number of cores pays: the learner alone is the limit"
+        elif cores <= parts.cores:
+            where = f"processes would pay on these {parts.cores} cores, if weighed"
+        else:
+            where = f"processes would pay at >= {cores} cores"
     if share >= 0.5:
-        return f"learner-bound: the updates are {share:.0%} of a serial step; {where}"
-    return f"acting is {1 - share:.0%} of a serial step, but {where}"
+        return f"learner-bound: the updates are {share:.0%} of a {scheme} step; {where}"
+    return f"acting is {1 - share:.0%} of a {scheme} step, but {where}"
 
 
 def _gpu_lines(p: Parts) -> list[str]:

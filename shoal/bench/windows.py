@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from shoal.bench.parts import bench_config, warm_up
+from shoal.bench.parts import bench_config, replay_ratio, warm_up
 from shoal.config import Config
 
 __all__ = ["Window", "measure_window"]
@@ -28,39 +28,51 @@ class Window:
     """The window's length (s), whole rounds."""
     startup: float
     """Seconds from building the runner to its first update (processes, Ray start-up)."""
+    ratio: float
+    """The config's updates per env step."""
+
+    @property
+    def pace(self) -> float:
+        """Env steps per second with their updates done: a scheme whose learning fell
+        behind within the window (a learning thread owed rounds) is as fast as its updates
+        allow, since the run ends with them."""
+        return min(self.steps_per_s, self.updates_per_s / self.ratio)
 
 
-def measure_window(cfg: Config, scheme: str, seconds: float, extra: list[str]) -> Window:
-    """Run ``scheme`` on ``cfg`` (with ``extra`` overrides) for about ``seconds`` after its
-    first updates, and time it."""
+def measure_window(
+    cfg: Config, scheme: str, seconds: float, extra: list[str], runner: str | None = None
+) -> Window:
+    """Run ``scheme`` (on ``runner``, default the runner of that name, with ``extra``
+    overrides) on ``cfg`` for about ``seconds`` after its first updates, and time it."""
     from shoal.api import _build_runner
     from shoal.run.preemption import reclaim_preemption_signals
     from shoal.runners import runner_for
 
-    bench = bench_config(cfg, scheme, extra)
+    bench = bench_config(cfg, runner or scheme, extra)
     t0 = time.perf_counter()
-    runner = _build_runner(runner_for(bench), bench)
+    built = _build_runner(runner_for(bench), bench)
     try:
-        runner.start()
+        built.start()
         reclaim_preemption_signals()  # Ray takes SIGTERM; Ctrl-C must still stop the bench
-        step = warm_up(runner, min(2.0, seconds / 4))
+        step = warm_up(built, min(2.0, seconds / 4))
         startup = time.perf_counter() - t0
-        steps, updates = step, runner.updates
+        steps, updates = step, built.updates
         t1 = time.perf_counter()
         while time.perf_counter() - t1 < seconds or step == steps:
-            got = runner.collect(step)
+            got = built.collect(step)
             step += got.steps
-            runner.learn(step, got.steps)
+            built.learn(step, got.steps)
         elapsed = time.perf_counter() - t1
         return Window(
             scheme,
             (step - steps) / elapsed,
-            (runner.updates - updates) / elapsed,
+            (built.updates - updates) / elapsed,
             elapsed,
             startup,
+            replay_ratio(bench),
         )
     finally:
         try:
-            runner.stop()
+            built.stop()
         finally:
-            runner.close()
+            built.close()

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import math
 import multiprocessing
+import threading
 import time
 
 import pytest
@@ -148,7 +149,7 @@ def test_bench_text_report_names_the_fastest(tiny):
 def test_a_learner_on_a_gpu_is_reported_against_the_cpu():
     p = parts(gpu="NVIDIA H100", update=1e-3, update_cpu=8e-3)
     pred = predict(p, learner_threads=2, workers=1, publish_every=32, actors=2, schemes=("serial",))
-    window = Window("serial", 700.0, 175.0, 5.0, 1.0)
+    window = Window("serial", 700.0, 175.0, 5.0, 1.0, 0.25)
     text = "\n".join(verdict(load_config("cartpole"), p, pred, [window]).lines())
     assert "learner on NVIDIA H100" in text
     assert "an update 1.00 ms against 8.00 ms on the CPU (8.0x)" in text
@@ -166,8 +167,8 @@ def test_a_learner_on_a_gpu_is_reported_against_the_cpu():
         (["--env", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
         (["cartpole", "--runners", "agents"], "--runners"),
         (["cartpole", "--runners", "serial,bogus"], "bogus"),
-        (["harvest"], "multi-agent"),
-        (["harvest", "--runners", "serial"], "multi-agent"),
+        (["harvest", "--runners", "serial"], "agents-thread"),
+        (["harvest", "--runners", "agents,agents-thread", "--seconds", "-1"], "--seconds"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, args, needle):
@@ -177,6 +178,26 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, args, needl
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and needle in err
     assert list(tmp_path.iterdir()) == []
+
+
+HARVEST = [
+    "env.id='shoal/Harvest-v0'",
+    "run.runner='agents'",
+    "agents.agents=3",
+    "agents.max_turns=60",
+]
+
+
+def test_a_world_weighs_the_agents_runner_s_ways_of_learning(tiny, no_shm_leak):
+    report = bench("harvest", overrides=[*tiny(), *HARVEST], seconds=9)
+    assert [w.scheme for w in report.windows] == ["agents", "agents-thread", "agents-process"]
+    assert [p.scheme for p in report.predictions] == [w.scheme for w in report.windows]
+    for w in report.windows:
+        assert w.pace > 0 and w.updates_per_s > 0
+    assert report.parts.update > 0 and report.parts.env_step > 0
+    assert report.winner in {w.scheme for w in report.windows}
+    assert multiprocessing.active_children() == []
+    assert not [t for t in threading.enumerate() if t.name.startswith("shoal-")]
 
 
 def test_the_ray_scheme_is_weighed_on_ray(tiny, ray_session):
