@@ -68,6 +68,8 @@ def full_run(preset: str, overrides: list[str], scheme: str, steps: int, out: Pa
         for r in read_metrics(Path(result.run_dir) / "metrics.csv")
         if r["kind"] == "tick" and float(r["updates"] or 0) > 0
     ]
+    if len(ticks) < 2:
+        raise SystemExit(f"{scheme}: fewer than two tick rows with updates; raise --steps")
     first, last = ticks[0], ticks[-1]
     seconds = float(last["wall_s"]) - float(first["wall_s"])
     steps = float(last["step"]) - float(first["step"])

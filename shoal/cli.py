@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -706,7 +707,8 @@ def _bench(args: argparse.Namespace) -> int:
         spent[0] += seconds
 
     try:
-        total = max(1, round(args.seconds)) if args.seconds > 0 else 1
+        finite = math.isfinite(args.seconds) and args.seconds > 0  # else bench() says why
+        total = max(1, round(args.seconds)) if finite else 1
         with TrainProgress(total, enabled=shown, description="bench (s)") as bar:
             report = bench(
                 args.config,

@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
 from shoal.config import Config, config_to_dict, load_config
 from shoal.errors import ConfigError
 
-__all__ = ["Report", "bench", "SCHEMES"]
+__all__ = ["SCHEMES", "Parts", "Report", "Window", "bench"]
 
 SCHEMES = ("serial", "threads", "processes", "ray")
 """The schemes ``shoal bench`` weighs for a single-agent env, in this order (a
@@ -51,17 +52,22 @@ def bench(
     ``schemes``: which to weigh (default every one that applies to the env; one named
     that does not apply is an error). ``on_stage(name, seconds)`` is told each stage
     as it starts, with the seconds it is given (a progress view)."""
+    from shoal.api import check_device
     from shoal.run.preemption import preemption_signals
+    from shoal.run.runner import torch_threads
     from shoal.sync.segments import sweep_dead_segments
+    from shoal.sync.workers import check_not_bootstrapping
 
-    if not seconds > 0:
-        raise ConfigError(f"--seconds {seconds}: give a positive number of seconds")
+    check_not_bootstrapping("shoal.bench")
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ConfigError(f"--seconds {seconds}: give a positive, finite number of seconds")
     cfg = _config(config, overrides)
+    check_device(cfg)
     world = _is_world(cfg)
     chosen = _schemes(cfg, schemes, WORLD_SCHEMES if world else SCHEMES)
     tell = on_stage or (lambda name, s: None)
     sweep_dead_segments()
-    with preemption_signals():
+    with preemption_signals(), torch_threads(cfg.run.torch_threads):
         tell("parts", seconds * PARTS_SHARE)
         if world:
             parts, epoch_turns = measure_world_parts(cfg, seconds * PARTS_SHARE)
@@ -73,9 +79,16 @@ def bench(
         windows: list[Window] = []
         for scheme in chosen:
             tell(scheme, window)
-            runner, extra = ("agents", WORLD_SCHEMES[scheme]) if world else (scheme, [])
+            runner, extra = _runner_of(scheme)
             windows.append(measure_window(cfg, scheme, window, extra, runner=runner))
     return verdict(cfg, parts, predictions, windows)
+
+
+def _runner_of(scheme: str) -> tuple[str, list[str]]:
+    """The runner a scheme trains on, and the overrides that make it that scheme."""
+    if scheme in WORLD_SCHEMES:
+        return "agents", WORLD_SCHEMES[scheme]
+    return scheme, []
 
 
 def _is_world(cfg: Config) -> bool:
@@ -95,8 +108,9 @@ def _config(config: Config | str | Path | None, overrides: Sequence[str]) -> Con
 
 
 def _schemes(cfg: Config, asked: Sequence[str] | None, known: Sequence[str]) -> list[str]:
-    """The schemes to weigh among ``known``: those asked (each must apply), else every one
-    that applies (Ray only where it is installed)."""
+    """The schemes to weigh among ``known``, in its order: those asked (each must apply)
+    and always the first, the one-thread scheme the others are measured against; else
+    every one that applies (Ray only where it is installed)."""
     from shoal.runners import runner_class
 
     if asked is not None and (not asked or any(s not in known for s in asked)):
@@ -105,15 +119,18 @@ def _schemes(cfg: Config, asked: Sequence[str] | None, known: Sequence[str]) -> 
             f"{', '.join(known)}"
         )
     chosen: list[str] = []
-    for scheme in asked or known:
+    for scheme in known:
+        if asked is not None and scheme not in asked and scheme != known[0]:
+            continue
         if scheme == "ray" and asked is None and not _has_ray():
             continue
-        runner = "agents" if scheme in WORLD_SCHEMES else scheme
-        trial = load_config(None, [f"run.runner='{runner}'"], values=config_to_dict(cfg))
+        runner, extra = _runner_of(scheme)
+        overrides = [f"run.runner='{runner}'", *extra]
+        trial = load_config(None, overrides, values=config_to_dict(cfg))
         try:
             runner_class(runner).preflight(trial)
         except ConfigError as e:
-            if asked is not None:
+            if asked is not None and scheme in asked:
                 raise ConfigError(f"--runners: {scheme!r} does not apply: {e}") from None
             continue
         chosen.append(scheme)
@@ -137,7 +154,6 @@ def _scheme_settings(cfg: Config) -> dict[str, int]:
         "workers": cfg.processes.workers or default_workers(),
         "publish_every": cfg.processes.publish_every,
         "actors": cfg.ray.actors,
+        "ray_publish_every": cfg.ray.publish_every,
+        "ray_pull_every": cfg.ray.pull_every,
     }
-
-
-__all__ += ["Parts", "Window"]

@@ -21,7 +21,6 @@ in ``bound``:
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from shoal.bench.parts import Parts
@@ -60,28 +59,38 @@ def serial(p: Parts) -> Prediction:
 def threads(p: Parts, learner_threads: int) -> Prediction:
     """An acting thread and learner threads in one process, the GIL between them.
 
-    Timed side by side, both sides flat out, acting took ``acting_beside_update`` an env
-    step and an update ``update_beside_acting``. Taking acting to hold the GIL throughout
-    (an env in Python), the GIL the update holds is what that leaves: its share ``g`` of an
-    update solves ``a / a' + g u / u' = 1``. A run at the config's ratio then needs, per env
-    step, ``a + ratio g u`` of GIL time, besides either side's own time. More learner threads
-    add only what runs outside the GIL, which the timing of one cannot say: not counted."""
+    Timed side by side, both sides flat out, acting took ``a'`` an env step (adding to
+    replay aside, then counted back) and an update ``u'``. Taking acting to hold the GIL
+    throughout (an env in Python), the GIL the update holds is what that leaves: its share
+    ``g`` of an update solves ``a / a' + g u / u' = 1``. A run at the config's ratio then
+    needs, per env step, ``a + ratio g u`` of GIL time, besides either side's own time.
+    More learner threads add only what runs outside the GIL, which the timing of one
+    cannot say: not counted."""
     a, u = p.acting + p.write, p.update
-    a_beside = p.acting_beside_update + p.write
+    a_beside = p.acting_beside_update + p.add
     gil = min(1.0, max(0.0, (1.0 - a / a_beside) * p.update_beside_acting / u))
     limits = {"acting": a, "learner": p.ratio * u, "gil": a + p.ratio * gil * u}
     rate, bound = _limits(limits)
     return Prediction("threads", learner_threads, rate, bound)
 
 
-def processes(p: Parts, workers: int, publish_every: float, name: str = "processes") -> Prediction:
+def processes(
+    p: Parts,
+    workers: int,
+    publish_every: float,
+    pull_every: int = 1,
+    name: str = "processes",
+) -> Prediction:
     """``workers`` worker processes acting, one learner process updating, within the
-    machine's cores."""
-    pulls = p.ratio / max(publish_every, 1)  # weight versions per env step
+    machine's cores. Every worker pulls every weight version, at most once per
+    ``pull_every`` of its env steps."""
+    versions = p.ratio / max(publish_every, 1)  # per env step of the run
+    pulls = min(versions * workers, 1.0 / pull_every)  # per env step of a worker
     acting = p.acting + p.write + p.message / 2 + pulls * p.pull
-    crowded = workers + 1 > p.cores
+    # beside busy processes: no core of the learner's own is spared from the workers
+    crowded = workers >= p.cores - 1
     update = p.update_beside_processes if crowded else p.update
-    learner = p.message / 2 + p.add + p.ratio * update + pulls * p.publish
+    learner = p.message / 2 + p.add + p.ratio * update + versions * p.publish
     limits = {
         "acting": acting / workers,
         "learner": learner,
@@ -98,6 +107,8 @@ def predict(
     workers: int,
     publish_every: int,
     actors: int,
+    ray_publish_every: int,
+    ray_pull_every: int,
     schemes: tuple[str, ...],
 ) -> list[Prediction]:
     """Each of ``schemes``' prediction, in that order."""
@@ -105,7 +116,7 @@ def predict(
         "serial": lambda: serial(p),
         "threads": lambda: threads(p, learner_threads),
         "processes": lambda: processes(p, workers, publish_every),
-        "ray": lambda: processes(p, actors, publish_every, name="ray"),
+        "ray": lambda: processes(p, actors, ray_publish_every, ray_pull_every, name="ray"),
     }
     return [made[s]() for s in schemes if s in made]
 
@@ -118,7 +129,7 @@ def predict_world(p: Parts, epoch_turns: float, schemes: tuple[str, ...]) -> lis
     made = {
         "agents": lambda: serial(p),
         "agents-thread": lambda: threads(p, 1),
-        "agents-process": lambda: processes(p, 1, p.ratio * epoch_turns),
+        "agents-process": lambda: processes(p, 1, p.ratio * epoch_turns, int(epoch_turns)),
     }
     return [dataclasses.replace(made[s](), scheme=s) for s in schemes if s in made]
 
@@ -138,8 +149,3 @@ def pays_at(p: Parts, publish_every: int, gain: float = 1.1, most: int = 256) ->
 def learner_share(p: Parts) -> float:
     """The updates' share of a serial env step."""
     return p.ratio * p.update / max(p.serial_step, 1e-12)
-
-
-def speedup(a: Prediction, b: Prediction) -> float:
-    """``a``'s pace over ``b``'s."""
-    return a.steps_per_s / b.steps_per_s if b.steps_per_s > 0 else math.inf

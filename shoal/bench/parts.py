@@ -11,30 +11,26 @@ between them) and beside busy processes (the cores shared).
 
 from __future__ import annotations
 
-import os
 import pickle
-import threading
-import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-
+from shoal.bench.timing import (
+    Acting,
+    beside,
+    built,
+    busy_cores,
+    cores,
+    gpu_name,
+    median_seconds,
+    patched,
+    per_update,
+    time_acting,
+    warm_up,
+)
 from shoal.config import Config, config_to_dict, load_config
 
-__all__ = [
-    "Clock",
-    "Parts",
-    "bench_config",
-    "busy_cores",
-    "cores",
-    "measure_parts",
-    "median_seconds",
-    "replay_ratio",
-    "warm_up",
-]
+__all__ = ["Parts", "bench_config", "measure_parts", "replay_ratio"]
 
 
 @dataclass(frozen=True)
@@ -93,36 +89,11 @@ class Parts:
         return self.acting + self.write + self.ratio * self.update
 
 
-def cores() -> int:
-    """CPU cores this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
-
-
 def replay_ratio(cfg: Config) -> float:
     """Updates per env step the config asks for, once learning has started."""
     from shoal.run.schedule import UpdateSchedule
 
     return UpdateSchedule.from_config(cfg.run).ratio
-
-
-class Clock:
-    """Seconds spent inside a wrapped callable, and its calls."""
-
-    def __init__(self) -> None:
-        self.seconds, self.calls = 0.0, 0
-
-    def wrap(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            t = time.perf_counter()
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                self.seconds += time.perf_counter() - t
-                self.calls += 1
-
-        return timed
 
 
 def bench_config(cfg: Config, runner: str, extra: list[str] | None = None) -> Config:
@@ -138,65 +109,51 @@ def bench_config(cfg: Config, runner: str, extra: list[str] | None = None) -> Co
     return load_config(None, overrides, values=config_to_dict(cfg))
 
 
-@contextmanager
-def serial_runner(cfg: Config) -> Iterator[Any]:
-    """A serial runner on ``cfg``, closed afterwards."""
+def serial_runner(cfg: Config, extra: list[str] | None = None) -> Any:
+    """A serial runner on ``cfg`` (a context manager: stopped and closed afterwards)."""
+    from shoal.api import _build_runner
     from shoal.runners.serial import SerialRunner
 
-    runner = SerialRunner(bench_config(cfg, "serial"))
-    try:
-        yield runner
-    finally:
-        runner.stop()
-        runner.close()
-
-
-def warm_up(runner: Any, seconds: float) -> int:
-    """Collect and learn until updates have started and ``seconds`` have passed (or
-    four times that without an update: an env whose episodes never end a batch); the
-    env steps taken."""
-    step, t0 = 0, time.perf_counter()
-    while True:
-        got = runner.collect(step)
-        step += got.steps
-        runner.learn(step, got.steps)
-        elapsed = time.perf_counter() - t0
-        if (runner.updates > 0 and elapsed >= seconds) or elapsed >= 4 * seconds:
-            return step
+    return built(lambda: _build_runner(SerialRunner, bench_config(cfg, "serial", extra)))
 
 
 def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None = None) -> Parts:
     """Time every part on ``cfg``'s env and network for about ``seconds`` in all.
     ``compare_cpu`` (default: when the learner is on a GPU) also times the update on the
-    CPU."""
+    CPU, out of the same seconds."""
     with serial_runner(cfg) as runner:
-        step = warm_up(runner, seconds * 0.15)
-        acting, step = _acting(runner, step, seconds * 0.25)
-        update = _per_update(runner, seconds * 0.15)
-        beside = _beside_acting(runner, step, seconds * 0.2)
-        with busy_cores():
-            processes = _per_update(runner, seconds * 0.15)
+        device = runner.learner.device
+        cpu_too = compare_cpu or (compare_cpu is None and device.type != "cpu")
+        share = seconds * (0.85 if cpu_too else 1.0)
+        step = warm_up(runner, share * 0.1)
+        acting = _acting(runner, step, share * 0.25)
+        step += acting.steps
+        update = _update(runner, share * 0.2)
+        with patched(runner, "add_batch", lambda *args, **kwargs: None):
+            # the serial runner's replay has no lock, and adding was timed alone
+            side = beside(
+                lambda: runner.learn_steps(1),
+                lambda: runner.updates,
+                lambda n: runner.collect(step + n).steps,
+                share * 0.25,
+            )
+        with busy_cores(share * 0.2):
+            processes = _update(runner, share * 0.2)
         publish, pull, nbytes = _weights(runner)
-        add, message = _message(runner, step)
-    device = runner.learner.device
-    if compare_cpu or (compare_cpu is None and device.type != "cpu"):
-        with serial_runner(bench_config(cfg, "serial", ["run.device='cpu'"])) as on_cpu:
-            warm_up(on_cpu, seconds * 0.05)
-            update_cpu: float | None = _per_update(on_cpu, seconds * 0.1)
-    else:
-        update_cpu = None
+        add, message = _message(runner)
+    update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
     return Parts(
         cores=cores(),
-        gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        gpu=gpu_name(device),
         num_envs=cfg.env.num_envs,
         batch_size=cfg.dqn.batch_size,
         ratio=replay_ratio(cfg),
-        env_step=acting["env"],
-        forward=acting["forward"],
-        write=acting["write"],
+        env_step=acting.env,
+        forward=acting.forward,
+        write=acting.write,
         update=update,
-        update_beside_acting=beside[0],
-        acting_beside_update=beside[1],
+        update_beside_acting=side[0],
+        acting_beside_update=side[1],
         update_beside_processes=processes,
         publish=publish,
         pull=pull,
@@ -207,81 +164,25 @@ def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None =
     )
 
 
-def _acting(runner: Any, step: int, seconds: float) -> tuple[dict[str, float], int]:
-    """Collect without learning for ``seconds``: per env step, the env's code and the
-    writing; per call, the batched forward. A recipe whose acting is not a batch of envs
-    (MAPF's worlds) is timed as a whole, as env time."""
+def _acting(runner: Any, step: int, seconds: float) -> Acting:
+    """Collect without learning, the env's step and the batched forward timed inside (a
+    recipe whose acting is not a batch of envs, MAPF's worlds, as a whole)."""
     batch = getattr(getattr(runner, "acting", None), "batch", None)
-    env, forward = Clock(), Clock()
-    if batch is not None:
-        batch.envs.step, batch.actor.act = env.wrap(batch.envs.step), forward.wrap(batch.actor.act)
-    steps, t0 = 0, time.perf_counter()
-    try:
-        while time.perf_counter() - t0 < seconds or steps == 0:
-            steps += runner.collect(step + steps).steps
-    finally:
-        if batch is not None:  # the instance attributes shadowed the methods: drop them
-            del batch.envs.step, batch.actor.act
-    total = time.perf_counter() - t0
-    if batch is None:
-        return {"env": total / steps, "forward": 0.0, "write": 0.0}, step + steps
-    per_call = forward.seconds / max(forward.calls, 1)
-    write = max(0.0, total - env.seconds - forward.seconds) / steps
-    return {"env": env.seconds / steps, "forward": per_call, "write": write}, step + steps
+    env = (batch.envs, "step") if batch is not None else None
+    forward = (batch.actor, "act") if batch is not None else None
+    return time_acting(lambda n: runner.collect(step + n).steps, env, forward, seconds)
 
 
-def _per_update(runner: Any, seconds: float) -> float:
-    """Seconds per update, updates back to back for ``seconds`` (at least three)."""
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds or n < 3:
-        runner.learn_steps(1)
-        n += 1
-    return (time.perf_counter() - t0) / n
+def _update(runner: Any, seconds: float) -> float:
+    """Seconds per update of the serial runner's learner."""
+    return per_update(lambda: runner.learn_steps(1), lambda: runner.updates, seconds)
 
 
-def _beside_acting(runner: Any, step: int, seconds: float) -> tuple[float, float]:
-    """Updates in a thread beside acting in this one, as the threads runner runs them:
-    (seconds per update, seconds per env step of acting). Acting adds nothing to replay
-    here (the serial runner's replay has no lock; its writing was timed alone)."""
-    stop, updates = threading.Event(), [0]
-
-    def learn() -> None:
-        while not stop.is_set():
-            runner.learn_steps(1)
-            updates[0] += 1
-
-    runner.add_batch = lambda *args, **kwargs: None
-    thread = threading.Thread(target=learn, name="shoal-bench-learner", daemon=True)
-    steps, t0 = 0, time.perf_counter()
-    thread.start()
-    try:
-        while time.perf_counter() - t0 < seconds or steps == 0 or updates[0] == 0:
-            steps += runner.collect(step + steps).steps
-    finally:
-        stop.set()
-        thread.join()
-        del runner.add_batch
-    elapsed = time.perf_counter() - t0
-    return elapsed / max(updates[0], 1), elapsed / steps
-
-
-@contextmanager
-def busy_cores() -> Iterator[None]:
-    """Every core but this one runs a busy process meanwhile (as a processes run's workers
-    keep them)."""
-    import subprocess
-    import sys
-
-    spin = [sys.executable, "-c", "while True: pass"]
-    busy = [subprocess.Popen(spin) for _ in range(max(cores() - 1, 1))]
-    try:
-        time.sleep(0.05)  # let them start before the clock does
-        yield
-    finally:
-        for p in busy:
-            p.kill()
-        for p in busy:
-            p.wait()
+def _update_on_cpu(cfg: Config, seconds: float) -> float:
+    """Seconds per update with the learner on the CPU (what a GPU is weighed against)."""
+    with serial_runner(cfg, ["run.device='cpu'"]) as runner:
+        warm_up(runner, seconds * 0.3)
+        return _update(runner, seconds * 0.7)
 
 
 def _weights(runner: Any) -> tuple[float, float, int]:
@@ -299,7 +200,7 @@ def _weights(runner: Any) -> tuple[float, float, int]:
     return publish, pull, sum(t.numel() * t.element_size() for t in state.values())
 
 
-def _message(runner: Any, step: int) -> tuple[float, float]:
+def _message(runner: Any) -> tuple[float, float]:
     """Per env step (s), over at least 64 env steps of acting: adding what they wrote to
     replay in one write, and pickling and unpickling it (a worker's message, less the
     pipe's copy)."""
@@ -314,13 +215,3 @@ def _message(runner: Any, step: int) -> tuple[float, float]:
     add = median_seconds(lambda: runner.add_batch(items), 5)
     message = median_seconds(lambda: pickle.loads(pickle.dumps(items, pickle.HIGHEST_PROTOCOL)), 5)
     return add / rows, message / rows
-
-
-def median_seconds(fn: Callable[[], Any], n: int) -> float:
-    """Median seconds of ``n`` calls of ``fn``."""
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return sorted(times)[n // 2]

@@ -36,7 +36,11 @@ class Report:
             "machine": {"cores": self.parts.cores, "gpu": self.parts.gpu, **_machine()},
             "parts": dataclasses.asdict(self.parts),
             "schemes": [
-                {**dataclasses.asdict(p), "measured": {**dataclasses.asdict(w), "pace": w.pace}}
+                {
+                    **dataclasses.asdict(p),
+                    "updates_per_s": p.steps_per_s * self.parts.ratio,
+                    "measured": {**dataclasses.asdict(w), "pace": w.pace},
+                }
                 for p, w in zip(self.predictions, self.windows, strict=True)
             ],
             "winner": self.winner,
@@ -51,7 +55,8 @@ class Report:
             f"{self.env_id}: {p.cores} CPU cores, {device}; {p.num_envs} envs per actor, "
             f"batch {p.batch_size}, {p.ratio:g} updates per env step",
             f"  env step {_us(p.env_step)}, batched forward {_us(p.forward)} "
-            f"({_us(p.forward / p.num_envs)} an env), writing {_us(p.write)} an env step",
+            f"({_us(p.forward / p.num_envs)} an env), writing and resets {_us(p.write)} "
+            "an env step",
             f"  update {_us(p.update)}; beside an acting thread {_us(p.update_beside_acting)} "
             f"(and acting {_us(p.acting_beside_update)} an env step), beside busy processes "
             f"{_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",
@@ -60,13 +65,14 @@ class Report:
             f"  one-thread step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
             *_gpu_lines(p),
             "",
-            "| scheme | size | predicted steps/s | bound | measured steps/s | env steps/s | "
-            "updates/s | start-up s |",
-            "| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
+            "| scheme | size | predicted steps/s | updates/s | bound | measured steps/s | "
+            "env steps/s | updates/s | start-up s |",
+            "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
         ]
         for pred, w in zip(self.predictions, self.windows, strict=True):
             out.append(
                 f"| {pred.scheme} | {pred.workers or ''} | {pred.steps_per_s:,.0f} | "
+                f"{pred.steps_per_s * p.ratio:,.0f} | "
                 f"{pred.bound} | {w.pace:,.0f} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | "
                 f"{w.startup:.1f} |"
             )
@@ -92,7 +98,7 @@ def verdict(
     pred = next(p for p in predictions if p.scheme == best.scheme)
     limit = "the learner's updates are the limit now" if pred.bound == "learner" else ""
     if best is base:
-        reason = _one_thread_reason(parts, share, cfg.processes.publish_every, base.scheme)
+        reason = _one_thread_reason(parts, share, cfg.processes.publish_every, windows)
     elif best.scheme in ("processes", "ray", "agents-process"):
         what = {"processes": "worker", "ray": "actor"}.get(best.scheme, "collector process")
         size = f"{pred.workers} {what}{'s' if pred.workers != 1 else ''}"
@@ -109,22 +115,30 @@ def verdict(
     return Report(cfg.env.id, parts, predictions, windows, best.scheme, reason)
 
 
-def _one_thread_reason(parts: Parts, share: float, publish_every: int, scheme: str) -> str:
-    """Why nothing beat the one-thread scheme: the learner, or too few cores for acting
-    (a world's collector process counts as one worker)."""
-    if scheme == "agents":
-        where = "overlapping them saves at most the smaller side"
+def _one_thread_reason(
+    parts: Parts, share: float, publish_every: int, windows: list[Window]
+) -> str:
+    """Why nothing beat the one-thread scheme (``windows[0]``): the learner, or too few
+    cores for acting; what the others measured against it."""
+    base = windows[0]
+    others = ", ".join(f"{w.scheme} {w.pace / base.pace:.2f}x" for w in windows[1:])
+    measured = f" ({others})" if others else ""
+    if base.scheme == "agents":
+        where = "overlapping acting and learning saves at most the smaller side"
     else:
         cores = pays_at(parts, publish_every)
+        weighed = any(w.scheme == "processes" for w in windows)
         if cores is None:
             where = "no number of cores pays: the learner alone is the limit"
-        elif cores <= parts.cores:
-            where = f"processes would pay on these {parts.cores} cores, if weighed"
-        else:
+        elif cores > parts.cores:
             where = f"processes would pay at >= {cores} cores"
-    if share >= 0.5:
-        return f"learner-bound: the updates are {share:.0%} of a {scheme} step; {where}"
-    return f"acting is {1 - share:.0%} of a {scheme} step, but {where}"
+        elif weighed:
+            where = "processes' bound is above serial's here, but its transport ate the gain"
+        else:
+            where = f"processes would pay on these {parts.cores} cores, if weighed"
+    side = "learner-bound: the updates are" if share >= 0.5 else "acting is"
+    part = share if share >= 0.5 else 1 - share
+    return f"{side} {part:.0%} of a {base.scheme} step; {where}{measured}"
 
 
 def _gpu_lines(p: Parts) -> list[str]:

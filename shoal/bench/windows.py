@@ -27,7 +27,8 @@ class Window:
     seconds: float
     """The window's length (s), whole rounds."""
     startup: float
-    """Seconds from building the runner to its first update (processes, Ray start-up)."""
+    """Seconds from building the runner to the window's start: spawning workers or Ray,
+    the first updates and a short warm-up after them."""
     ratio: float
     """The config's updates per env step."""
 

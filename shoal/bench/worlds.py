@@ -13,22 +13,20 @@ an update a round), so :mod:`shoal.bench.model` bounds them alike.
 from __future__ import annotations
 
 import pickle
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import torch
-
-from shoal.bench.parts import (
-    Clock,
-    Parts,
-    bench_config,
+from shoal.bench.parts import Parts, bench_config, replay_ratio
+from shoal.bench.timing import (
+    Acting,
+    beside,
+    built,
     busy_cores,
     cores,
+    gpu_name,
     median_seconds,
-    replay_ratio,
+    patched,
+    per_update,
+    time_acting,
     warm_up,
 )
 from shoal.config import Config
@@ -43,118 +41,89 @@ WORLD_SCHEMES = {
 """A multi-agent world's schemes: the agents runner's ways of learning beside collection."""
 
 
-@contextmanager
-def agents_runner(cfg: Config) -> Iterator[Any]:
-    """The agents runner on ``cfg``, learning in the caller's thread; closed afterwards."""
+def agents_runner(cfg: Config) -> Any:
+    """The agents runner on ``cfg``, learning in the caller's thread (a context manager:
+    stopped and closed afterwards)."""
+    from shoal.api import _build_runner
     from shoal.runners.agents.runner import AgentsRunner
 
-    runner = AgentsRunner(bench_config(cfg, "agents", WORLD_SCHEMES["agents"]))
-    try:
-        yield runner
-    finally:
-        runner.stop()
-        runner.close()
+    bench = bench_config(cfg, "agents", WORLD_SCHEMES["agents"])
+    return built(lambda: _build_runner(AgentsRunner, bench))
 
 
 def measure_world_parts(cfg: Config, seconds: float = 10.0) -> tuple[Parts, float]:
-    """Time a world's parts for about ``seconds`` (at least a whole epoch each where
-    epochs are played); also the turns of an epoch (the collector's weights travel once
-    an epoch)."""
+    """Time a world's parts for about ``seconds`` (at least a whole epoch where epochs
+    are played); also the turns of an epoch (the collector's weights travel once an
+    epoch)."""
     with agents_runner(cfg) as runner:
-        step = warm_up(runner, seconds * 0.15)
-        acting, step, epoch_turns = _acting(runner, step, seconds * 0.3)
-        update = _per_round(runner, seconds * 0.15)
-        beside = _beside_acting(runner, step, seconds * 0.25)
-        with busy_cores():
-            processes = _per_round(runner, seconds * 0.15)
-        weights, message, add = _transport(runner, step)
+        step = warm_up(runner, seconds * 0.1)
+        acting, epochs = _acting(runner, step, seconds * 0.3)
+        step += acting.steps
+        update = _round(runner, seconds * 0.15)
+        with _no_adds(runner):  # the sync runner's buffers have no lock
+            side = beside(
+                lambda: runner.train_round(runner.group),
+                lambda: runner.updates,
+                lambda n: runner.collect(step + n).steps,
+                seconds * 0.25,
+            )
+        with busy_cores(seconds * 0.15):
+            processes = _round(runner, seconds * 0.15)
+        weights, message, add = _transport(runner)
         device = runner.learners[0].device
+        nbytes = sum(t.numel() * t.element_size() for t in runner.weights().values())
     parts = Parts(
         cores=cores(),
-        gpu=torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        gpu=gpu_name(device),
         num_envs=1,
         batch_size=cfg.dqn.batch_size,
         ratio=replay_ratio(cfg),
-        env_step=acting["env"],
-        forward=acting["forward"],
-        write=acting["write"],
+        env_step=acting.env,
+        forward=acting.forward,
+        write=acting.write,
         update=update,
-        update_beside_acting=beside[0],
-        acting_beside_update=beside[1],
+        update_beside_acting=side[0],
+        acting_beside_update=side[1],
         update_beside_processes=processes,
         publish=weights / 2,
         pull=weights / 2,
         add=add,
         message=message,
-        weight_bytes=sum(t.numel() * t.element_size() for t in runner.weights().values()),
+        weight_bytes=nbytes,
     )
-    return parts, epoch_turns
+    return parts, acting.steps / epochs
 
 
-def _acting(runner: Any, step: int, seconds: float) -> tuple[dict[str, float], int, float]:
-    """Epochs without training for ``seconds`` (one at least): per turn the world's own
-    step and the writing, per call the stacked forward; and the turns of an epoch."""
+def _acting(runner: Any, step: int, seconds: float) -> tuple[Acting, int]:
+    """Epochs without training for ``seconds`` (one at least), the world's step and the
+    stacked forward timed inside; and the epochs played."""
+    epochs = [0]
+
+    def collect(n: int) -> int:
+        epochs[0] += 1
+        return runner.collect(step + n).steps
+
     player = runner.player
-    env, forward = Clock(), Clock()
-    player.env.step, player.actor.select_actions = (
-        env.wrap(player.env.step),
-        forward.wrap(player.actor.select_actions),
-    )
-    turns, epochs, t0 = 0, 0, time.perf_counter()
-    try:
-        while time.perf_counter() - t0 < seconds or epochs == 0:
-            turns += runner.collect(step + turns).steps
-            epochs += 1
-    finally:
-        del player.env.step, player.actor.select_actions
-    total = time.perf_counter() - t0
-    write = max(0.0, total - env.seconds - forward.seconds) / turns
-    per_call = forward.seconds / max(forward.calls, 1)
-    return (
-        {"env": env.seconds / turns, "forward": per_call, "write": write},
-        step + turns,
-        (turns / epochs),
-    )
+    acting = time_acting(collect, (player.env, "step"), (player.actor, "select_actions"), seconds)
+    return acting, epochs[0]
 
 
-def _per_round(runner: Any, seconds: float) -> float:
-    """Seconds per training round, rounds back to back for ``seconds`` (three at least)."""
-    n, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds or n < 3:
-        runner.train_round(runner.group)
-        n += 1
-    return (time.perf_counter() - t0) / n
+def _round(runner: Any, seconds: float) -> float:
+    """Seconds per training round (every agent one update)."""
+    return per_update(lambda: runner.train_round(runner.group), lambda: runner.updates, seconds)
 
 
-def _beside_acting(runner: Any, step: int, seconds: float) -> tuple[float, float]:
-    """Rounds in a thread beside epochs in this one, as ``agents-thread`` runs them:
-    (seconds per round, seconds per turn). The epochs add nothing to the buffers here (they
-    have no lock in this runner; writing was timed alone)."""
-    stop, rounds = threading.Event(), [0]
+def _no_adds(runner: Any) -> Any:
+    """Epochs add nothing to the buffers meanwhile (a context manager)."""
+    from contextlib import ExitStack
 
-    def learn() -> None:
-        while not stop.is_set():
-            runner.train_round(runner.group)
-            rounds[0] += 1
-
+    stack = ExitStack()
     for buffer in runner.replays:
-        buffer.add_batch = lambda *args, **kwargs: None
-    thread = threading.Thread(target=learn, name="shoal-bench-rounds", daemon=True)
-    turns, t0 = 0, time.perf_counter()
-    thread.start()
-    try:
-        while time.perf_counter() - t0 < seconds or turns == 0 or rounds[0] == 0:
-            turns += runner.collect(step + turns).steps
-    finally:
-        stop.set()
-        thread.join()
-        for buffer in runner.replays:
-            del buffer.add_batch
-    elapsed = time.perf_counter() - t0
-    return elapsed / max(rounds[0], 1), elapsed / turns
+        stack.enter_context(patched(buffer, "add_batch", lambda *args, **kwargs: None))
+    return stack
 
 
-def _transport(runner: Any, step: int) -> tuple[float, float, float]:
+def _transport(runner: Any) -> tuple[float, float, float]:
     """What the collector process moves: seconds to pickle and unpickle the K agents'
     weights (once an epoch), and per turn an epoch's transitions (its message) and adding
     them to the buffers."""

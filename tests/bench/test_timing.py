@@ -1,0 +1,91 @@
+"""The timing tools under ``shoal bench``: a failing learner thread is raised, not waited
+for; a patched method comes back whatever happens; a runner that never updates is a
+one-line config error; busy processes end with the block."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from shoal.bench import timing
+from shoal.errors import ConfigError
+from shoal.run.loop import Collected
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FakeRunner:
+    """Collects 10 steps a call; updates only if ``learns``."""
+
+    def __init__(self, learns: bool) -> None:
+        self.learns, self.updates = learns, 0
+        self.cfg = type("Cfg", (), {"run": type("Run", (), {"learning_starts": 5})()})()
+
+    def collect(self, step: int) -> Collected:
+        return Collected(10)
+
+    def learn(self, step: int, new_steps: int) -> None:
+        self.updates += self.learns
+
+
+def test_a_failing_learner_thread_is_raised_not_waited_for():
+    def update() -> None:
+        raise RuntimeError("the update broke")
+
+    with pytest.raises(RuntimeError, match="the update broke"):
+        timing.beside(update, lambda: 0, lambda n: 1, seconds=30.0)
+
+
+def test_beside_counts_updates_and_env_steps():
+    count = [0]
+
+    def update() -> None:
+        count[0] += 1
+
+    per_update, per_step = timing.beside(update, lambda: count[0], lambda n: 1, seconds=0.2)
+    assert 0 < per_update < 0.2 and 0 < per_step < 0.2
+
+
+def test_a_patched_attribute_comes_back_after_an_error():
+    class Thing:
+        def act(self) -> str:
+            return "class"
+
+    thing = Thing()
+    thing.own = "mine"
+    with pytest.raises(ValueError), timing.patched(thing, "act", lambda: "patched"):
+        assert thing.act() == "patched"
+        raise ValueError
+    assert thing.act() == "class" and "act" not in vars(thing)
+    with timing.patched(thing, "own", "other"):
+        assert thing.own == "other"
+    assert thing.own == "mine"
+
+
+def test_a_runner_that_never_updates_is_a_config_error():
+    with pytest.raises(ConfigError, match="no update in 0 s.*run.learning_starts"):
+        timing.warm_up(FakeRunner(learns=False), seconds=0.0, limit=0.05)
+    assert timing.warm_up(FakeRunner(learns=True), seconds=0.0) == 10
+
+
+def test_per_update_counts_only_updates_taken():
+    runner = FakeRunner(learns=True)
+    calls = [0]
+
+    def update() -> None:  # every other call takes an update
+        calls[0] += 1
+        runner.updates += calls[0] % 2
+
+    seconds = timing.per_update(update, lambda: runner.updates, seconds=0.05)
+    assert runner.updates >= 3 and seconds > 0
+
+
+def test_busy_processes_end_with_the_block():
+    with timing.busy_cores(5.0):
+        busy = subprocess.run(
+            ["pgrep", "-f", "while os.getppid"], capture_output=True, text=True
+        ).stdout.split()
+        assert len(busy) >= max(timing.cores() - 1, 1)
+    left = subprocess.run(["pgrep", "-f", "while os.getppid"], capture_output=True, text=True)
+    assert set(left.stdout.split()) & set(busy) == set()
