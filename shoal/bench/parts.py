@@ -12,6 +12,8 @@ between them) and beside busy processes (the cores shared).
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +32,15 @@ from shoal.bench.timing import (
 )
 from shoal.config import Config, config_to_dict, load_config
 
-__all__ = ["Parts", "bench_config", "measure_parts", "replay_ratio"]
+__all__ = [
+    "Learning",
+    "Parts",
+    "bench_config",
+    "make_parts",
+    "measure_parts",
+    "replay_ratio",
+    "time_learning",
+]
 
 
 @dataclass(frozen=True)
@@ -127,34 +137,83 @@ def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None =
         share = seconds * (0.85 if cpu_too else 1.0)
         step = warm_up(runner, share * 0.1)
         acting = _acting(runner, step, share * 0.25)
-        step += acting.steps
-        update = _update(runner, share * 0.2)
-        with patched(runner, "add_batch", lambda *args, **kwargs: None):
+        learning = time_learning(
+            lambda: runner.learn_steps(1),
+            lambda: runner.updates,
+            lambda n: runner.collect(step + acting.steps + n).steps,
             # the serial runner's replay has no lock, and adding was timed alone
-            side = beside(
-                lambda: runner.learn_steps(1),
-                lambda: runner.updates,
-                lambda n: runner.collect(step + n).steps,
-                share * 0.25,
-            )
-        with busy_cores(share * 0.2):
-            processes = _update(runner, share * 0.2)
+            patched(runner, "add_batch", lambda *args, **kwargs: None),
+            share * 0.65,
+        )
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner)
     update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
-    return Parts(
-        cores=cores(),
+    return make_parts(
+        cfg,
+        acting,
+        learning,
         gpu=gpu_name(device),
         num_envs=cfg.env.num_envs,
+        transport=(publish, pull, add, message, nbytes),
+        update_cpu=update_cpu,
+    )
+
+
+@dataclass(frozen=True)
+class Learning:
+    """The learner's update timed alone, beside acting in a thread, beside busy
+    processes."""
+
+    update: float
+    beside: tuple[float, float]
+    """(seconds per update, seconds per env step of acting), side by side."""
+    beside_processes: float
+
+
+def time_learning(
+    update: Callable[[], Any],
+    updates: Callable[[], int],
+    collect: Callable[[int], int],
+    no_adds: AbstractContextManager[Any],
+    seconds: float,
+) -> Learning:
+    """Time ``update()`` (counted by ``updates()``) alone, in a thread beside
+    ``collect(steps so far) -> steps`` (which adds nothing to replay meanwhile:
+    ``no_adds``), and beside busy processes, for about ``seconds`` in all."""
+    alone = per_update(update, updates, seconds * 0.3)
+    with no_adds:
+        side = beside(update, updates, collect, seconds * 0.4)
+    with busy_cores(seconds * 0.3):
+        crowded = per_update(update, updates, seconds * 0.3)
+    return Learning(alone, side, crowded)
+
+
+def make_parts(
+    cfg: Config,
+    acting: Acting,
+    learning: Learning,
+    *,
+    gpu: str | None,
+    num_envs: int,
+    transport: tuple[float, float, float, float, int],
+    update_cpu: float | None = None,
+) -> Parts:
+    """The parts from their timings; ``transport``: (publish, pull, add, message,
+    weight bytes)."""
+    publish, pull, add, message, nbytes = transport
+    return Parts(
+        cores=cores(),
+        gpu=gpu,
+        num_envs=num_envs,
         batch_size=cfg.dqn.batch_size,
         ratio=replay_ratio(cfg),
         env_step=acting.env,
         forward=acting.forward,
         write=acting.write,
-        update=update,
-        update_beside_acting=side[0],
-        acting_beside_update=side[1],
-        update_beside_processes=processes,
+        update=learning.update,
+        update_beside_acting=learning.beside[0],
+        acting_beside_update=learning.beside[1],
+        update_beside_processes=learning.beside_processes,
         publish=publish,
         pull=pull,
         add=add,

@@ -15,17 +15,13 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from shoal.bench.parts import Parts, bench_config, replay_ratio
+from shoal.bench.parts import Parts, bench_config, make_parts, time_learning
 from shoal.bench.timing import (
     Acting,
-    beside,
     built,
-    busy_cores,
-    cores,
     gpu_name,
     median_seconds,
     patched,
-    per_update,
     time_acting,
     warm_up,
 )
@@ -58,39 +54,18 @@ def measure_world_parts(cfg: Config, seconds: float = 10.0) -> tuple[Parts, floa
     with agents_runner(cfg) as runner:
         step = warm_up(runner, seconds * 0.1)
         acting, epochs = _acting(runner, step, seconds * 0.3)
-        step += acting.steps
-        update = _round(runner, seconds * 0.15)
-        with _no_adds(runner):  # the sync runner's buffers have no lock
-            side = beside(
-                lambda: runner.train_round(runner.group),
-                lambda: runner.updates,
-                lambda n: runner.collect(step + n).steps,
-                seconds * 0.25,
-            )
-        with busy_cores(seconds * 0.15):
-            processes = _round(runner, seconds * 0.15)
+        learning = time_learning(
+            lambda: runner.train_round(runner.group),
+            lambda: runner.updates,
+            lambda n: runner.collect(step + acting.steps + n).steps,
+            _no_adds(runner),  # the sync runner's buffers have no lock
+            seconds * 0.6,
+        )
         weights, message, add = _transport(runner)
         device = runner.learners[0].device
         nbytes = sum(t.numel() * t.element_size() for t in runner.weights().values())
-    parts = Parts(
-        cores=cores(),
-        gpu=gpu_name(device),
-        num_envs=1,
-        batch_size=cfg.dqn.batch_size,
-        ratio=replay_ratio(cfg),
-        env_step=acting.env,
-        forward=acting.forward,
-        write=acting.write,
-        update=update,
-        update_beside_acting=side[0],
-        acting_beside_update=side[1],
-        update_beside_processes=processes,
-        publish=weights / 2,
-        pull=weights / 2,
-        add=add,
-        message=message,
-        weight_bytes=nbytes,
-    )
+    transport = (weights / 2, weights / 2, add, message, nbytes)
+    parts = make_parts(cfg, acting, learning, gpu=gpu_name(device), num_envs=1, transport=transport)
     return parts, acting.steps / epochs
 
 
@@ -106,11 +81,6 @@ def _acting(runner: Any, step: int, seconds: float) -> tuple[Acting, int]:
     player = runner.player
     acting = time_acting(collect, (player.env, "step"), (player.actor, "select_actions"), seconds)
     return acting, epochs[0]
-
-
-def _round(runner: Any, seconds: float) -> float:
-    """Seconds per training round (every agent one update)."""
-    return per_update(lambda: runner.train_round(runner.group), lambda: runner.updates, seconds)
 
 
 def _no_adds(runner: Any) -> Any:
