@@ -73,7 +73,9 @@ def bench(
             parts, epoch_turns = measure_world_parts(cfg, seconds * PARTS_SHARE)
             predictions = predict_world(parts, epoch_turns, tuple(chosen))
         else:
-            parts = measure_parts(cfg, seconds * PARTS_SHARE)
+            share = seconds * PARTS_SHARE
+            threads = share * 0.25 if "threads" in chosen else 0.0
+            parts = measure_parts(cfg, share - threads, threads=threads)
             predictions = predict(parts, schemes=tuple(chosen), **_scheme_settings(cfg))
         window = seconds * (1 - PARTS_SHARE) / len(chosen)
         windows: list[Window] = []

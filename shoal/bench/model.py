@@ -57,21 +57,48 @@ def serial(p: Parts) -> Prediction:
 
 
 def threads(p: Parts, learner_threads: int) -> Prediction:
-    """An acting thread and learner threads in one process, the GIL between them.
+    """An acting thread and learner threads in one process.
 
-    Timed side by side, both sides flat out, acting took ``a'`` an env step (adding to
-    replay aside, then counted back) and an update ``u'``. Taking acting to hold the GIL
-    throughout (an env in Python), the GIL the update holds is what that leaves: its share
-    ``g`` of an update solves ``a / a' + g u / u' = 1``. A run at the config's ratio then
-    needs, per env step, ``a + ratio g u`` of GIL time, besides either side's own time.
-    More learner threads add only what runs outside the GIL, which the timing of one
-    cannot say: not counted."""
-    a, u = p.acting + p.write, p.update
-    a_beside = p.acting_beside_update + p.add
+    With the threads runner's own timings (:attr:`Parts.threads_update`), a run is a mix
+    of three modes, each timed: both sides flat out side by side, the learners alone, and
+    acting alone (the learners waiting); the best mix that keeps the config's updates per
+    env step is the bound (:func:`_best_mix`). Without them, from the serial parts: the GIL
+    each side holds is serial (the update's share ``g`` of the GIL solves
+    ``a / a' + g u / u' = 1``, acting taken to hold it throughout), so a run needs
+    ``a + ratio g u`` an env step; this overrates threads where their own update path
+    costs more than serial's."""
+    a = p.acting + p.write
+    if p.threads_update > 0:
+        modes = [
+            (1.0 / p.threads_acting_beside, 1.0 / p.threads_update_beside),
+            (0.0, 1.0 / p.threads_update),
+            (1.0 / a, 0.0),
+        ]
+        rate = _best_mix(modes, p.ratio)
+        bound = "gil" if rate < serial(p).steps_per_s else "learner"
+        return Prediction("threads", learner_threads, rate, bound)
+    u, a_beside = p.update, p.acting_beside_update + p.add
     gil = min(1.0, max(0.0, (1.0 - a / a_beside) * p.update_beside_acting / u))
     limits = {"acting": a, "learner": p.ratio * u, "gil": a + p.ratio * gil * u}
     rate, bound = _limits(limits)
     return Prediction("threads", learner_threads, rate, bound)
+
+
+def _best_mix(modes: list[tuple[float, float]], ratio: float) -> float:
+    """The most env steps per second a mix of ``modes`` (each ``(env steps/s, updates/s)``
+    while it runs) reaches with at least ``ratio`` updates per env step: the best mode
+    alone or pair of modes (a linear programme's vertices)."""
+    best = 0.0
+    for i, (s1, u1) in enumerate(modes):
+        if s1 > 0 and u1 >= ratio * s1:
+            best = max(best, s1)
+        for s2, u2 in modes[i + 1 :]:
+            # x of mode 1, 1 - x of mode 2, with updates = ratio * steps exactly
+            slack1, slack2 = u1 - ratio * s1, u2 - ratio * s2
+            if slack1 * slack2 < 0:
+                x = slack2 / (slack2 - slack1)
+                best = max(best, x * s1 + (1 - x) * s2)
+    return best
 
 
 def processes(

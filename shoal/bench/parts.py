@@ -11,6 +11,7 @@ between them) and beside busy processes (the cores shared).
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -84,6 +85,14 @@ class Parts:
     cost of sending it from a worker process."""
     weight_bytes: int
     """Bytes of the network's weights."""
+    threads_update: float = 0.0
+    """One update of the threads runner alone (s): its learner threads (the config's
+    count) taking updates back to back, gradients under the read lock and the step under
+    the write lock (0: not timed)."""
+    threads_update_beside: float = 0.0
+    """The same beside its acting thread (s per update), both flat out."""
+    threads_acting_beside: float = 0.0
+    """Per env step (s), the threads runner's acting beside its learner threads."""
     update_cpu: float | None = None
     """One update on this machine's CPU (s), timed where the learner runs on a GPU: what
     the GPU changes (None: the learner is on the CPU)."""
@@ -127,10 +136,16 @@ def serial_runner(cfg: Config, extra: list[str] | None = None) -> Any:
     return built(lambda: _build_runner(SerialRunner, bench_config(cfg, "serial", extra)))
 
 
-def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None = None) -> Parts:
+def measure_parts(
+    cfg: Config,
+    seconds: float = 10.0,
+    compare_cpu: bool | None = None,
+    threads: float = 0.0,
+) -> Parts:
     """Time every part on ``cfg``'s env and network for about ``seconds`` in all.
     ``compare_cpu`` (default: when the learner is on a GPU) also times the update on the
-    CPU, out of the same seconds."""
+    CPU, out of the same seconds; ``threads`` seconds more time the threads runner's own
+    update path (0: not)."""
     with serial_runner(cfg) as runner:
         device = runner.learner.device
         cpu_too = compare_cpu or (compare_cpu is None and device.type != "cpu")
@@ -148,7 +163,7 @@ def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None =
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner)
     update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
-    return make_parts(
+    parts = make_parts(
         cfg,
         acting,
         learning,
@@ -156,6 +171,15 @@ def measure_parts(cfg: Config, seconds: float = 10.0, compare_cpu: bool | None =
         num_envs=cfg.env.num_envs,
         transport=(publish, pull, add, message, nbytes),
         update_cpu=update_cpu,
+    )
+    if not threads:
+        return parts
+    alone, side = _threads_runner(cfg, threads)
+    return dataclasses.replace(
+        parts,
+        threads_update=alone,
+        threads_update_beside=side[0],
+        threads_acting_beside=side[1],
     )
 
 
@@ -274,3 +298,35 @@ def _message(runner: Any) -> tuple[float, float]:
     add = median_seconds(lambda: runner.add_batch(items), 5)
     message = median_seconds(lambda: pickle.loads(pickle.dumps(items, pickle.HIGHEST_PROTOCOL)), 5)
     return add / rows, message / rows
+
+
+def _threads_runner(cfg: Config, seconds: float) -> tuple[float, tuple[float, float]]:
+    """The threads runner's learner threads: seconds per update with nothing else
+    running, and (per update, per env step of acting) beside its acting thread. Its update
+    path is not the serial one (gradients with ``torch.autograd.grad`` under the read lock,
+    the step under the write lock, weight copies for acting, K threads on one GIL), and
+    timed with one learner beside acting the serial parts overrate it (RESULTS: 1.6x on
+    CartPole)."""
+    from shoal.api import _build_runner
+    from shoal.runners.threads import ThreadsRunner
+
+    bench = bench_config(cfg, "threads")
+    with built(lambda: _build_runner(ThreadsRunner, bench)) as runner:
+        runner.start()
+        step = warm_up(runner, seconds * 0.1)
+        rounds = runner.rounds
+
+        def busy() -> None:  # a backlog of 200-250 rounds: the learner threads never idle
+            rounds.schedule(50)
+            rounds.wait(behind=200)
+
+        alone = per_update(busy, lambda: runner.updates, seconds * 0.4)
+        # acting no longer schedules or waits: the learners run flat out beside it
+        with patched(runner, "on_train_point", lambda updates: None):
+            side = beside(
+                busy,
+                lambda: runner.updates,
+                lambda n: runner.collect(step + n).steps,
+                seconds * 0.5,
+            )
+    return alone, side

@@ -93,6 +93,29 @@ def test_threads_overlap_what_the_gil_lets_them():
     assert got.steps_per_s == pytest.approx(serial(held).steps_per_s)
 
 
+def test_threads_own_timings_bound_them_by_the_best_mix_of_modes():
+    # The learners' own update path alone is 2x serial's and side by side both sides
+    # crawl: the best mix is acting and learning taking turns, slower than serial.
+    p = parts(
+        update=1e-3,
+        threads_update=2e-3,
+        threads_update_beside=8e-3,
+        threads_acting_beside=1e-3,
+    )
+    got = threads(p, 2)
+    assert got.steps_per_s == pytest.approx(1 / (2e-4 + 0.25 * 2e-3))
+    assert got.bound == "gil" and got.steps_per_s < serial(p).steps_per_s
+    # Side by side at full speed: both at once, the learners keeping the ratio.
+    free = parts(
+        update=1e-3,
+        threads_update=1e-3,
+        threads_update_beside=1e-3,
+        threads_acting_beside=2e-4,
+        ratio=0.2,
+    )
+    assert threads(free, 2).steps_per_s == pytest.approx(5000)
+
+
 def test_predict_keeps_the_schemes_order():
     got = predict(
         parts(),
