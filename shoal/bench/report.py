@@ -129,7 +129,11 @@ def _one_thread_reason(
         cores = pays_at(parts, publish_every)
         weighed = any(w.scheme == "processes" for w in windows)
         if cores is None:
-            where = "no number of cores pays: the learner alone is the limit"
+            crowded = parts.ratio * parts.update_beside_processes / parts.serial_step
+            where = (
+                "no number of cores pays: beside busy workers the learner's updates alone "
+                f"take {crowded:.0%} of a serial step"
+            )
         elif cores > parts.cores:
             where = f"processes would pay at >= {cores} cores"
         elif weighed:
