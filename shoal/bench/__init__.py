@@ -82,7 +82,7 @@ def bench(
         for scheme in chosen:
             tell(scheme, window)
             runner, extra = _runner_of(scheme)
-            windows.append(measure_window(cfg, scheme, window, extra, runner=runner))
+            windows.append(measure_window(cfg, scheme, runner, extra, window))
     return verdict(cfg, parts, predictions, windows)
 
 

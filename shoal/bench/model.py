@@ -8,8 +8,9 @@ process, the cores across processes). Each prediction is the slowest of its limi
 in ``bound``:
 
 - serial: acting, writing and updates one after another.
-- threads: acting (and writing) in one thread, updates in another, both timed side by
-  side in one process; the GIL each side holds is serial (see :func:`threads`).
+- threads: the best mix of the threads runner's own timed modes (acting and learner
+  threads side by side, learners alone, acting alone) that keeps the ratio; without
+  those timings, the GIL each side holds taken as serial (see :func:`threads`).
 - processes, W workers: each worker acts, writes n-step transitions, pickles them and
   pulls weights; the learner unpickles, adds them to replay in one write and updates
   (timed beside busy processes when the workers leave it no core of its own); all of it
@@ -167,7 +168,7 @@ def pays_at(p: Parts, publish_every: int, gain: float = 1.1, most: int = 256) ->
     (the learner alone is the limit)."""
     target = gain * serial(p).steps_per_s
     for c in range(2, most + 1):
-        more = Parts(**{**p.__dict__, "cores": c})
+        more = dataclasses.replace(p, cores=c)
         if processes(more, c - 1, publish_every).steps_per_s >= target:
             return c
     return None

@@ -37,6 +37,7 @@ __all__ = [
     "Learning",
     "Parts",
     "bench_config",
+    "bench_runner",
     "make_parts",
     "measure_parts",
     "replay_ratio",
@@ -128,12 +129,14 @@ def bench_config(cfg: Config, runner: str, extra: list[str] | None = None) -> Co
     return load_config(None, overrides, values=config_to_dict(cfg))
 
 
-def serial_runner(cfg: Config, extra: list[str] | None = None) -> Any:
-    """A serial runner on ``cfg`` (a context manager: stopped and closed afterwards)."""
+def bench_runner(cfg: Config, runner: str, extra: list[str] | None = None) -> Any:
+    """``runner`` built on :func:`bench_config` (a context manager: stopped and closed
+    afterwards)."""
     from shoal.api import _build_runner
-    from shoal.runners.serial import SerialRunner
+    from shoal.runners import runner_class
 
-    return built(lambda: _build_runner(SerialRunner, bench_config(cfg, "serial", extra)))
+    bench = bench_config(cfg, runner, extra)
+    return built(lambda: _build_runner(runner_class(runner), bench))
 
 
 def measure_parts(
@@ -146,7 +149,7 @@ def measure_parts(
     ``compare_cpu`` (default: when the learner is on a GPU) also times the update on the
     CPU, out of the same seconds; ``threads`` seconds more time the threads runner's own
     update path (0: not)."""
-    with serial_runner(cfg) as runner:
+    with bench_runner(cfg, "serial") as runner:
         device = runner.learner.device
         cpu_too = compare_cpu or (compare_cpu is None and device.type != "cpu")
         share = seconds * (0.85 if cpu_too else 1.0)
@@ -263,7 +266,7 @@ def _update(runner: Any, seconds: float) -> float:
 
 def _update_on_cpu(cfg: Config, seconds: float) -> float:
     """Seconds per update with the learner on the CPU (what a GPU is weighed against)."""
-    with serial_runner(cfg, ["run.device='cpu'"]) as runner:
+    with bench_runner(cfg, "serial", ["run.device='cpu'"]) as runner:
         warm_up(runner, seconds * 0.3)
         return _update(runner, seconds * 0.7)
 
@@ -307,11 +310,7 @@ def _threads_runner(cfg: Config, seconds: float) -> tuple[float, tuple[float, fl
     the step under the write lock, weight copies for acting, K threads on one GIL), and
     timed with one learner beside acting the serial parts overrate it (RESULTS: 1.6x on
     CartPole)."""
-    from shoal.api import _build_runner
-    from shoal.runners.threads import ThreadsRunner
-
-    bench = bench_config(cfg, "threads")
-    with built(lambda: _build_runner(ThreadsRunner, bench)) as runner:
+    with bench_runner(cfg, "threads") as runner:
         runner.start()
         step = warm_up(runner, seconds * 0.1)
         rounds = runner.rounds

@@ -133,15 +133,14 @@ def time_acting(
     """Call ``collect(steps so far) -> steps`` for ``seconds`` (once at least), with the
     methods ``env`` and ``forward`` (``(object, name)``) timed inside it. Without them the
     whole of acting counts as the env's."""
-    clocks = {"env": Clock(), "forward": Clock()}
-    with _timing(env, clocks["env"]), _timing(forward, clocks["forward"]):
+    e, f = Clock(), Clock()
+    with _timing(env, e), _timing(forward, f):
         steps, t0 = 0, time.perf_counter()
         while time.perf_counter() - t0 < seconds or steps == 0:
             steps += collect(steps)
     total = time.perf_counter() - t0
     if env is None:
         return Acting(total / steps, 0.0, 0.0, steps)
-    e, f = clocks["env"], clocks["forward"]
     rest = max(0.0, total - e.seconds - f.seconds)
     return Acting(e.seconds / steps, f.seconds / max(f.calls, 1), rest / steps, steps)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from shoal.bench.parts import bench_config, replay_ratio, warm_up
+from shoal.bench.parts import bench_runner, replay_ratio
+from shoal.bench.timing import warm_up
 from shoal.config import Config
 
 __all__ = ["Window", "measure_window"]
@@ -41,18 +42,14 @@ class Window:
 
 
 def measure_window(
-    cfg: Config, scheme: str, seconds: float, extra: list[str], runner: str | None = None
+    cfg: Config, scheme: str, runner: str, extra: list[str], seconds: float
 ) -> Window:
-    """Run ``scheme`` (on ``runner``, default the runner of that name, with ``extra``
-    overrides) on ``cfg`` for about ``seconds`` after its first updates, and time it."""
-    from shoal.api import _build_runner
+    """Run ``scheme`` (``runner`` with ``extra`` overrides) on ``cfg`` for about
+    ``seconds`` after its first updates, and time it."""
     from shoal.run.preemption import reclaim_preemption_signals
-    from shoal.runners import runner_for
 
-    bench = bench_config(cfg, runner or scheme, extra)
     t0 = time.perf_counter()
-    built = _build_runner(runner_for(bench), bench)
-    try:
+    with bench_runner(cfg, runner, extra) as built:
         built.start()
         reclaim_preemption_signals()  # Ray takes SIGTERM; Ctrl-C must still stop the bench
         step = warm_up(built, min(2.0, seconds / 4))
@@ -70,10 +67,5 @@ def measure_window(
             (built.updates - updates) / elapsed,
             elapsed,
             startup,
-            replay_ratio(bench),
+            replay_ratio(built.cfg),
         )
-    finally:
-        try:
-            built.stop()
-        finally:
-            built.close()

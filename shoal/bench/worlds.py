@@ -15,10 +15,9 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
-from shoal.bench.parts import Parts, bench_config, make_parts, time_learning
+from shoal.bench.parts import Parts, bench_runner, make_parts, time_learning
 from shoal.bench.timing import (
     Acting,
-    built,
     gpu_name,
     median_seconds,
     patched,
@@ -37,21 +36,11 @@ WORLD_SCHEMES = {
 """A multi-agent world's schemes: the agents runner's ways of learning beside collection."""
 
 
-def agents_runner(cfg: Config) -> Any:
-    """The agents runner on ``cfg``, learning in the caller's thread (a context manager:
-    stopped and closed afterwards)."""
-    from shoal.api import _build_runner
-    from shoal.runners.agents.runner import AgentsRunner
-
-    bench = bench_config(cfg, "agents", WORLD_SCHEMES["agents"])
-    return built(lambda: _build_runner(AgentsRunner, bench))
-
-
 def measure_world_parts(cfg: Config, seconds: float = 10.0) -> tuple[Parts, float]:
     """Time a world's parts for about ``seconds`` (at least a whole epoch where epochs
     are played); also the turns of an epoch (the collector's weights travel once an
     epoch)."""
-    with agents_runner(cfg) as runner:
+    with bench_runner(cfg, "agents", WORLD_SCHEMES["agents"]) as runner:
         step = warm_up(runner, seconds * 0.1)
         acting, epochs = _acting(runner, step, seconds * 0.3)
         learning = time_learning(
