@@ -56,7 +56,7 @@ def _run(
 
     sweep_dead_segments()
     with preemption_signals():
-        runner = _build_runner(runner_for(cfg), cfg)
+        runner = build_runner(runner_for(cfg), cfg)
         loop = None
         fresh = not isinstance(run, RunDir)
         try:
@@ -82,8 +82,9 @@ def _run(
                 runner.close()
 
 
-def _build_runner(cls: Any, cfg: Config) -> Any:
-    """The runner, or a one-line error when its parts do not fit in memory."""
+def build_runner(cls: Any, cfg: Config) -> Any:
+    """Runner class ``cls`` built on ``cfg`` (what training and ``shoal bench`` both run),
+    or a one-line error when its parts do not fit in memory."""
     try:
         return cls(cfg)
     except MemoryError:

@@ -80,7 +80,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_run_arguments(
-    p: argparse.ArgumentParser, example: str, metavar: str, *, run_dir: bool = True
+    p: argparse.ArgumentParser,
+    example: str,
+    metavar: str,
+    *,
+    run_dir: bool = True,
+    out: bool = True,
 ) -> None:
     """--set, --out, --run-dir and --no-progress, shared by every training command."""
     p.add_argument(
@@ -91,7 +96,8 @@ def _add_run_arguments(
         metavar=metavar,
         help=f"override a config key (repeatable), e.g. --set {example}",
     )
-    p.add_argument("--out", help="parent directory of run directories")
+    if out:
+        p.add_argument("--out", help="parent directory of run directories")
     if run_dir:
         p.add_argument("--run-dir", help="exact run directory to create (must not exist)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -119,9 +125,11 @@ def _config_command(
     config_help: str,
     *,
     ray_address: bool,
+    writes: bool = True,
 ) -> argparse.ArgumentParser:
-    """A command that builds a run's config (train, tune): CONFIG, the flags that set
-    config keys, and the runners and keys listed under --help."""
+    """A command that builds a run's config (train, tune, bench): CONFIG, the flags that
+    set config keys, and the runners and keys listed under --help. ``writes``: the command
+    trains runs to their end and writes them (not bench: no --out, no --steps)."""
     p = sub.add_parser(
         name,
         help=help,
@@ -130,14 +138,16 @@ def _config_command(
     )
     p.epilog_factory = _train_epilog  # type: ignore[attr-defined]
     p.add_argument("config", nargs="?", help=config_help)
-    _add_config_flags(p, ray_address=ray_address)
+    _add_config_flags(p, ray_address=ray_address, writes=writes)
     return p
 
 
-def _add_config_flags(train: argparse.ArgumentParser, *, ray_address: bool) -> None:
-    """The flags that set config keys (shared by train and tune)."""
+def _add_config_flags(
+    train: argparse.ArgumentParser, *, ray_address: bool, writes: bool = True
+) -> None:
+    """The flags that set config keys (shared by train, tune and bench)."""
     _add_user_code_arguments(train)
-    _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE", run_dir=ray_address)
+    _add_run_arguments(train, "dqn.lr=1e-3", "SECTION.KEY=VALUE", run_dir=ray_address, out=writes)
     train.add_argument(
         "--runner",
         help=f"training scheme: {', '.join(runner_names())} (sets run.runner; see below)",
@@ -180,7 +190,8 @@ def _add_config_flags(train: argparse.ArgumentParser, *, ray_address: bool) -> N
         metavar="ENGINE",
         help="how an actor's envs are stepped: sync, async or envpool (sets env.vector)",
     )
-    train.add_argument("--steps", type=positive_int, help="env steps (sets run.total_steps)")
+    if writes:
+        train.add_argument("--steps", type=positive_int, help="env steps (sets run.total_steps)")
     train.add_argument("--seed", type=non_negative_int, help="run seed (sets run.seed)")
     train.add_argument("--device", help="auto, cpu or cuda (sets run.device)")
 
@@ -240,6 +251,7 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
         "fastest, and why. Writes nothing (no run directory).",
         "preset name or TOML config file",
         ray_address=False,
+        writes=False,
     )
     bench.add_argument(
         "--seconds",
@@ -399,10 +411,10 @@ def _run_overrides(args: argparse.Namespace) -> list[str]:
     shortcuts = {
         "env.id": args.env,
         "run.runner": args.runner,
-        "run.total_steps": args.steps,
+        "run.total_steps": getattr(args, "steps", None),
         "run.seed": args.seed,
         "run.device": args.device,
-        "run.out": args.out,
+        "run.out": getattr(args, "out", None),
         "threads.learner_threads": args.learner_threads,
         "ray.address": getattr(args, "ray_address", None),
         "agents.agents": args.agents,

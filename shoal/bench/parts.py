@@ -12,6 +12,7 @@ between them) and beside busy processes (the cores shared).
 from __future__ import annotations
 
 import dataclasses
+import math
 import pickle
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -69,9 +70,10 @@ class Parts:
     """One update (s): replay sample, loss, backward, optimizer, priorities."""
     update_beside_acting: float
     """One update while an acting thread of the same process runs (s): what the GIL and
-    the shared cores leave of it."""
+    the shared cores leave of it (the threads runner's own update where it was timed)."""
     acting_beside_update: float
-    """Per env step (s), acting and writing while an update thread runs."""
+    """Per env step (s), acting and writing while an update thread runs (the threads
+    runner's own acting where it was timed)."""
     update_beside_processes: float
     """One update while ``cores`` - 1 other processes run flat out (s)."""
     publish: float
@@ -132,11 +134,11 @@ def bench_config(cfg: Config, runner: str, extra: list[str] | None = None) -> Co
 def bench_runner(cfg: Config, runner: str, extra: list[str] | None = None) -> Any:
     """``runner`` built on :func:`bench_config` (a context manager: stopped and closed
     afterwards)."""
-    from shoal.api import _build_runner
+    from shoal.api import build_runner
     from shoal.runners import runner_class
 
     bench = bench_config(cfg, runner, extra)
-    return built(lambda: _build_runner(runner_class(runner), bench))
+    return built(lambda: build_runner(runner_class(runner), bench))
 
 
 def measure_parts(
@@ -162,10 +164,16 @@ def measure_parts(
             # the serial runner's replay has no lock, and adding was timed alone
             patched(runner, "add_batch", lambda *args, **kwargs: None),
             share * 0.65,
+            # the threads runner's own path, where timed, stands for the serial update
+            # beside a thread (which only the model's fallback bound uses)
+            side=not threads,
         )
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner)
     update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
+    if threads:
+        alone, side = _threads_runner(cfg, threads)
+        learning = dataclasses.replace(learning, beside=side)
     parts = make_parts(
         cfg,
         acting,
@@ -177,7 +185,6 @@ def measure_parts(
     )
     if not threads:
         return parts
-    alone, side = _threads_runner(cfg, threads)
     return dataclasses.replace(
         parts,
         threads_update=alone,
@@ -203,16 +210,21 @@ def time_learning(
     collect: Callable[[int], int],
     no_adds: AbstractContextManager[Any],
     seconds: float,
+    side: bool = True,
 ) -> Learning:
     """Time ``update()`` (counted by ``updates()``) alone, in a thread beside
     ``collect(steps so far) -> steps`` (which adds nothing to replay meanwhile:
-    ``no_adds``), and beside busy processes, for about ``seconds`` in all."""
-    alone = per_update(update, updates, seconds * 0.3)
-    with no_adds:
-        side = beside(update, updates, collect, seconds * 0.4)
-    with busy_cores(seconds * 0.3):
-        crowded = per_update(update, updates, seconds * 0.3)
-    return Learning(alone, side, crowded)
+    ``no_adds``; ``side`` False: not, the caller times it its own way), and beside busy
+    processes, for about ``seconds`` in all."""
+    shares = (0.3, 0.4, 0.3) if side else (0.5, 0.0, 0.5)
+    alone = per_update(update, updates, seconds * shares[0])
+    pair = (math.nan, math.nan)
+    if side:
+        with no_adds:
+            pair = beside(update, updates, collect, seconds * shares[1])
+    with busy_cores(seconds * shares[2]):
+        crowded = per_update(update, updates, seconds * shares[2])
+    return Learning(alone, pair, crowded)
 
 
 def make_parts(

@@ -211,6 +211,14 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, args, needl
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize("flag", ["--steps", "--out"])
+def test_bench_takes_no_flag_it_would_ignore(capsys, flag):
+    """It runs no run to an end and writes nothing: train's --steps and --out are not its."""
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "cartpole", flag, "100"])
+    assert e.value.code == 2 and f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
 HARVEST = [
     "env.id='shoal/Harvest-v0'",
     "run.runner='agents'",
