@@ -54,7 +54,7 @@ def serial(p: Parts) -> Prediction:
     """Acting, writing and updates one after another."""
     learner = p.ratio * p.update
     rate = 1.0 / max(p.serial_step, 1e-12)
-    return Prediction("serial", 0, rate, "learner" if learner >= p.acting + p.write else "acting")
+    return Prediction("serial", 0, rate, "learner" if learner >= p.serial_acting else "acting")
 
 
 def threads(p: Parts, learner_threads: int) -> Prediction:

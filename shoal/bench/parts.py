@@ -30,6 +30,7 @@ from shoal.bench.timing import (
     patched,
     per_update,
     time_acting,
+    time_rounds,
     warm_up,
 )
 from shoal.config import Config, config_to_dict, load_config
@@ -99,6 +100,11 @@ class Parts:
     update_cpu: float | None = None
     """One update on this machine's CPU (s), timed where the learner runs on a GPU: what
     the GPU changes (None: the learner is on the CPU)."""
+    acting_between_updates: float = 0.0
+    """Per env step (s), acting and writing as a serial run does them, between its
+    updates: the serial runner's own loop timed, less its updates at their back-to-back
+    cost. An update leaves acting colder caches, and on a GPU the first forward after it
+    waits for the queued update (0: not timed; ``acting + write`` stands for it)."""
 
     @property
     def acting(self) -> float:
@@ -106,9 +112,14 @@ class Parts:
         return self.env_step + self.forward / self.num_envs
 
     @property
+    def serial_acting(self) -> float:
+        """Per env step (s), the serial runner's acting and writing, between its updates."""
+        return self.acting_between_updates or self.acting + self.write
+
+    @property
     def serial_step(self) -> float:
         """Per env step (s) of the serial runner: acting, writing and the updates it owes."""
-        return self.acting + self.write + self.ratio * self.update
+        return self.serial_acting + self.ratio * self.update
 
 
 def replay_ratio(cfg: Config) -> float:
@@ -156,14 +167,22 @@ def measure_parts(
         cpu_too = compare_cpu or (compare_cpu is None and device.type != "cpu")
         share = seconds * (0.85 if cpu_too else 1.0)
         step = warm_up(runner, share * 0.1)
-        acting = _acting(runner, step, share * 0.25)
+        acting = _acting(runner, step, share * 0.15)
+        step += acting.steps
+        rounds = time_rounds(
+            lambda n: runner.collect(step + n).steps,
+            runner.learn_steps,
+            replay_ratio(cfg),
+            share * 0.15,
+        )
+        step += rounds[1]
         learning = time_learning(
             lambda: runner.learn_steps(1),
             lambda: runner.updates,
-            lambda n: runner.collect(step + acting.steps + n).steps,
+            lambda n: runner.collect(step + n).steps,
             # the serial runner's replay has no lock, and adding was timed alone
             patched(runner, "add_batch", lambda *args, **kwargs: None),
-            share * 0.65,
+            share * 0.6,
             # the threads runner's own path, where timed, stands for the serial update
             # beside a thread (which only the model's fallback bound uses)
             side=not threads,
@@ -183,6 +202,9 @@ def measure_parts(
         transport=(publish, pull, add, message, nbytes),
         update_cpu=update_cpu,
     )
+    seconds_in_rounds, steps_in_rounds = rounds
+    between = seconds_in_rounds / steps_in_rounds - parts.ratio * parts.update
+    parts = dataclasses.replace(parts, acting_between_updates=max(between, 1e-9))
     if not threads:
         return parts
     return dataclasses.replace(

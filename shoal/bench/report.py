@@ -56,7 +56,8 @@ class Report:
             f"batch {p.batch_size}, {p.ratio:g} updates per env step",
             f"  env step {_us(p.env_step)}, batched forward {_us(p.forward)} "
             f"({_us(p.forward / p.num_envs)} an env), writing and resets {_us(p.write)} "
-            "an env step",
+            f"an env step; acting and writing between updates {_us(p.serial_acting)} an "
+            "env step",
             f"  update {_us(p.update)}; beside an acting thread {_us(p.update_beside_acting)} "
             f"(and acting {_us(p.acting_beside_update)} an env step), beside busy processes "
             f"{_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",

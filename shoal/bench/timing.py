@@ -31,6 +31,7 @@ __all__ = [
     "patched",
     "per_update",
     "time_acting",
+    "time_rounds",
     "warm_up",
 ]
 
@@ -153,6 +154,27 @@ def _timing(target: tuple[Any, str] | None, clock: Clock) -> Iterator[None]:
     obj, name = target
     with patched(obj, name, clock.wrap(getattr(obj, name))):
         yield
+
+
+def time_rounds(
+    collect: Callable[[int], int],
+    learn: Callable[[int], Any],
+    ratio: float,
+    seconds: float,
+) -> tuple[float, int]:
+    """Alternate ``collect(steps so far) -> steps`` with ``learn(k)``, the ``k`` updates
+    owed at ``ratio`` per env step, as a serial run does, for ``seconds`` (one round at
+    least): (seconds spent, env steps taken)."""
+    steps, owed, t0 = 0, 0.0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds or steps == 0:
+        got = collect(steps)
+        steps += got
+        owed += got * ratio
+        if owed >= 1:
+            learn(int(owed))
+            owed -= int(owed)
+    _synchronize()
+    return time.perf_counter() - t0, steps
 
 
 def per_update(update: Callable[[], Any], updates: Callable[[], int], seconds: float) -> float:

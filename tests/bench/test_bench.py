@@ -58,6 +58,14 @@ def test_serial_takes_acting_writing_and_updates_one_after_another():
     assert serial(parts(update=1e-4)).bound == "acting"
 
 
+def test_serial_takes_acting_as_timed_between_its_updates_where_it_was():
+    """A serial run's acting after an update is slower than acting alone (colder caches,
+    a GPU's queue): the acting timed between updates stands for acting and writing."""
+    got = serial(parts(write=1e-4, acting_between_updates=6e-4))
+    assert got.steps_per_s == pytest.approx(1 / (6e-4 + 0.25 * 4e-3))
+    assert serial(parts(acting_between_updates=2e-3)).bound == "acting"
+
+
 def test_workers_multiply_an_acting_bound_run_up_to_the_cores():
     slow_env = dict(
         env_step=1e-3, forward=0.0, update=1e-4, update_beside_processes=1e-4, ratio=1.0
@@ -141,6 +149,7 @@ def test_the_parts_of_a_real_run_are_timed(tiny):
         assert math.isfinite(value) and value > 0, name
     assert p.message > 0 and p.add > 0 and p.weight_bytes > 0
     assert p.serial_step > p.ratio * p.update
+    assert math.isfinite(p.acting_between_updates) and p.acting_between_updates > 0
 
 
 def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(

@@ -89,3 +89,19 @@ def test_busy_processes_end_with_the_block():
         assert len(busy) >= max(timing.cores() - 1, 1)
     left = subprocess.run(["pgrep", "-f", "while os.getppid"], capture_output=True, text=True)
     assert set(left.stdout.split()) & set(busy) == set()
+
+
+def test_rounds_hand_out_the_updates_a_serial_run_owes():
+    """Collect 3 env steps a call at 0.25 updates per step: the updates come as they fall
+    due (one every 4 steps, carried over between calls), never ahead of the steps."""
+    learned: list[int] = []
+    taken = [0]
+
+    def collect(n: int) -> int:
+        assert n == taken[0]  # told the steps so far
+        taken[0] += 3
+        return 3
+
+    seconds, steps = timing.time_rounds(collect, learned.append, 0.25, 0.05)
+    assert steps == taken[0] and seconds >= 0.05
+    assert sum(learned) == steps // 4 and all(k >= 1 for k in learned)
