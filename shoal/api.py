@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shoal.config import Config, config_to_dict, load_config, save_config
+from shoal.config import Config, config_to_dict, load_config, load_run_config, save_config
 from shoal.errors import CheckpointError, ConfigError
 from shoal.run.directory import RunDir
 from shoal.run.imports import local_name
@@ -160,8 +160,8 @@ def _resume(
     from shoal.runners import runner_for
 
     run = RunDir.open(resume)
-    saved = load_config(run.config)
-    cfg = load_config(run.config, overrides)
+    saved = load_run_config(run.config)
+    cfg = load_run_config(run.config, overrides)
     if cfg.run.runner != saved.run.runner:
         raise ConfigError(
             f"config key 'run.runner': {cfg.run.runner!r} cannot resume a run trained by "
@@ -272,7 +272,7 @@ def open_run_checkpoint(
     if checkpoint not in CHECKPOINTS:
         raise ConfigError(f"checkpoint: {checkpoint!r} is not one of 'best', 'latest'")
     run = RunDir.open(run_dir)
-    cfg = load_config(run.config)
+    cfg = load_run_config(run.config)
     path = run.best if checkpoint == "best" else run.checkpoint
     if checkpoint == "best" and not path.is_file():
         path = run.checkpoint  # a run stopped before its first evaluation has only latest
@@ -339,4 +339,4 @@ def plot(run_dir: str | Path) -> Path:
     run = RunDir.open(run_dir)
     if not run.metrics.is_file():
         raise ConfigError(f"run directory '{run.path}' has no metrics.csv yet")
-    return plot_run(run.metrics, run.curve, title=_title(load_config(run.config)))
+    return plot_run(run.metrics, run.curve, title=_title(load_run_config(run.config)))

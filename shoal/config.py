@@ -40,6 +40,7 @@ from shoal.run.files import read_text
 from shoal.run.imports import LOCAL_OBJECTS, check_path_syntax
 
 __all__ = [
+    "CONFIG_VERSION",
     "Config",
     "DQNConfig",
     "EnvConfig",
@@ -49,6 +50,7 @@ __all__ = [
     "config_to_dict",
     "describe_config",
     "load_config",
+    "load_run_config",
     "preset_names",
     "param",
     "parse_value",
@@ -648,6 +650,12 @@ def _apply_file(cfg: Config, path: Path, source: str, chain: tuple[Path, ...]) -
     preset, or a TOML file relative to this one), so a variant of a preset states only what
     it changes. ``chain`` holds the files that extend this one (a cycle is an error)."""
     data = read_toml(path)
+    version = data.pop("config_version", CONFIG_VERSION)  # a saved run's: load_run_config
+    if type(version) is not int or not 1 <= version <= CONFIG_VERSION:
+        raise ConfigError(
+            f"{source}: 'config_version' is {_show(version)}; allowed: 1 to {CONFIG_VERSION} "
+            "(a config saved by a newer shoal?)"
+        )
     base = data.pop("extends", None)
     if base is not None:
         if not isinstance(base, str) or not base:
@@ -822,19 +830,50 @@ def load_config(
     return cfg.validate()
 
 
+CONFIG_VERSION = 2
+"""The defaults a saved run config was written under (its top-level ``config_version``;
+none: 1). A run's config holds every key, so a default changed since reads there like a
+choice; a section lists such changes in ``CHANGED_DEFAULTS`` and :func:`load_run_config`
+reads an older run's old default as today's. 2: ``mapf.shield_guide`` 0 -> 3."""
+
+
 def save_config(cfg: Any, path: Path, *, section: str | None = None) -> None:
     """Write a resolved config as TOML, atomically (temp file, fsync, rename), so a crash
     never leaves a run directory with half a config.
 
-    ``cfg`` is a :class:`Config`; with ``section``, it is one section dataclass written as
-    the ``[section]`` table (read it back with :func:`load_section`).
+    ``cfg`` is a :class:`Config` (written with its :data:`CONFIG_VERSION`); with
+    ``section``, it is one section dataclass written as the ``[section]`` table (read it
+    back with :func:`load_section`).
     """
     import tomli_w
 
     from shoal.run.files import atomic_write_text
 
-    data = config_to_dict(_sections(section, cfg) if section is not None else cfg)
+    if section is not None:
+        data: dict[str, Any] = config_to_dict(_sections(section, cfg))
+    else:
+        data = {"config_version": CONFIG_VERSION, **config_to_dict(cfg)}
     atomic_write_text(path, tomli_w.dumps(data))
+
+
+def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
+    """A run directory's saved config (``overrides`` on top): where it was written under
+    an older :data:`CONFIG_VERSION`, a key still at the default of its time that has
+    changed since (a section's ``CHANGED_DEFAULTS``) takes today's, as if the run had
+    been made today; a value the run chose stays."""
+    version = read_toml(path).get("config_version", 1)
+    cfg = load_config(path)
+    for _, section in cfg.sections():
+        changed = getattr(type(section), "CHANGED_DEFAULTS", {})
+        defaults = {f.name: f for f in dataclasses.fields(section)}
+        for key, (since, old) in changed.items():
+            if version < since and getattr(section, key) == old:
+                f = defaults[key]
+                fresh = f.default_factory() if f.default is dataclasses.MISSING else f.default
+                setattr(section, key, fresh)
+    if not overrides:
+        return cfg
+    return load_config(None, overrides, values=config_to_dict(cfg))
 
 
 @functools.cache

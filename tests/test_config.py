@@ -6,11 +6,13 @@ from dataclasses import dataclass
 import pytest
 
 from shoal.config import (
+    CONFIG_VERSION,
     Config,
     config_to_dict,
     describe_config,
     field_docs,
     load_config,
+    load_run_config,
     load_section,
     param,
     preset_names,
@@ -93,6 +95,42 @@ def test_save_and_reload_round_trip(tmp_path):
     save_config(cfg, tmp_path / "config.toml")
     again = load_config(tmp_path / "config.toml")
     assert config_to_dict(again) == config_to_dict(cfg)
+
+
+def old_run_config(path, guide):
+    """A run's config as shoal saved it before config_version 2: every key, no version."""
+    cfg = load_config("mapf", [f"mapf.shield_guide={guide}"])
+    save_config(cfg, path)
+    text = path.read_text()
+    assert text.startswith(f"config_version = {CONFIG_VERSION}\n")
+    path.write_text(text.split("\n", 1)[1])
+    return path
+
+
+def test_an_older_runs_written_default_is_read_as_todays_and_its_choices_stay(tmp_path):
+    """mapf.shield_guide's default went 0 -> 3 in config_version 2: a run saved before with
+    0 (the default it was written with) is read with 3; another value was a choice."""
+    assert load_config("mapf").mapf.shield_guide == 3.0
+    old = old_run_config(tmp_path / "old.toml", 0.0)
+    assert load_run_config(old).mapf.shield_guide == 3.0
+    assert load_config(old).mapf.shield_guide == 0.0  # a user's TOML: as written
+    assert load_run_config(old, ["mapf.shield_guide=0.0"]).mapf.shield_guide == 0.0
+    chosen = old_run_config(tmp_path / "chosen.toml", 0.5)
+    assert load_run_config(chosen).mapf.shield_guide == 0.5
+    new = tmp_path / "new.toml"  # a run of today that chose 0
+    save_config(load_config("mapf", ["mapf.shield_guide=0.0"]), new)
+    assert load_run_config(new).mapf.shield_guide == 0.0
+
+
+@pytest.mark.parametrize("version", ["2", "0", "99", "true"])
+def test_a_config_version_shoal_does_not_know_is_one_line(tmp_path, version):
+    path = tmp_path / "c.toml"
+    path.write_text(f"config_version = {version}\n[dqn]\nlr = 1e-3\n")
+    if version == "2":
+        assert load_config(path).dqn.lr == 1e-3
+        return
+    with pytest.raises(ConfigError, match="'config_version' is .*allowed: 1 to"):
+        load_config(path)
 
 
 def test_every_field_has_a_docstring_for_help():

@@ -5,7 +5,7 @@ network and its sequences. The learner's settings (gamma, n-step, lr, batch, tar
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from shoal.config import param
 from shoal.errors import ConfigError
@@ -19,6 +19,11 @@ MAPF_ID = "shoal/Mapf-v0"
 @dataclass
 class MapfConfig:
     """Multi-agent path finding: curriculum, network and sequences (env.id shoal/Mapf-v0)."""
+
+    CHANGED_DEFAULTS: ClassVar[dict[str, tuple[int, Any]]] = {"shield_guide": (2, 0.0)}
+    """Defaults changed since runs were first saved: key -> (the
+    :data:`~shoal.config.CONFIG_VERSION` that changed it, the old default). A run saved
+    before with the old default is read with today's (:func:`~shoal.config.load_run_config`)."""
 
     agents: int = param(1, gt=0)
     """Agents of the curriculum's first stage."""
@@ -57,11 +62,12 @@ class MapfConfig:
     agent's Q-values rank its moves (an exploring agent's at random) and one PIBT step picks
     the joint move, so replay holds the states shielded play visits. none: each agent its
     own argmax (or random move)."""
-    shield_guide: float = param(0.0, ge=0.0)
+    shield_guide: float = param(3.0, ge=0.0)
     """With the shield, each agent's Q-values minus this weight times the distance each move
     leaves to its goal rank its moves (:mod:`shoal.mapf.guide`; in reward per cell, DHC
     charges 0.075 a step): the distance settles what the Q-values get badly wrong, the
-    Q-values order moves of equal distance. 0: the Q-values alone."""
+    Q-values order moves of equal distance. 3 was chosen on a development set
+    (benchmarks/RESULTS.md, "MAPF"); 0: the Q-values alone."""
     envs: int = param(16, gt=0)
     """Worlds each player steps together (one batched forward for all their agents)."""
     eps_alpha: float = param(7.0, ge=0.0)

@@ -45,6 +45,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from shoal.config import load_run_config
 from shoal.envs.mapf import ACTIONS, MapfEnv
 from shoal.envs.movingai import read_map, read_scen
 from shoal.errors import ConfigError, RunDirError
@@ -56,6 +57,7 @@ from shoal.mapf.lacam import LacamShield
 from shoal.mapf.options import MapfEvalOptions, check_generation
 from shoal.mapf.pibt import PibtShield
 from shoal.mapf.policy import MapfPolicy
+from shoal.run.directory import RunDir
 from shoal.run.seeding import derive_seed
 
 __all__ = [
@@ -598,6 +600,19 @@ def _instances(opts: MapfEvalOptions) -> list[Instance]:
     return scenario_instances(opts.map, opts.scen, opts.agents)
 
 
+def _shield_of(opts: MapfEvalOptions) -> str | None:
+    """``--shield``, else the shield the run trained and evaluated through (its
+    ``mapf.shield``; none: no shield)."""
+    run_dir = os.fspath(opts.run_dir)
+    if opts.shield is not None or run_dir == BASELINE_ONLY or not Path(run_dir).is_dir():
+        return opts.shield  # a missing run directory is _policies' error to give
+    config = RunDir(Path(run_dir)).config
+    if not config.is_file():  # nor is a run without a config
+        return opts.shield
+    shield = load_run_config(config).extra["mapf"].shield
+    return None if shield == "none" else shield
+
+
 def _check_guide(shield: str | None, guide: float | None) -> None:
     if guide is None:
         return
@@ -631,10 +646,11 @@ def eval_command(opts: MapfEvalOptions) -> EvalReport:
         check_animation_path(opts.gif)
     _check_output(opts.out)
     _check_noise(opts.epsilon, opts.unstick)
-    _check_guide(opts.shield, opts.shield_guide)
+    shield = _shield_of(opts)
+    _check_guide(shield, opts.shield_guide)
     instances = _instances(opts)
     policies = _policies(
-        opts.run_dir, not opts.no_baselines, opts.checkpoint, opts.shield, opts.shield_guide
+        opts.run_dir, not opts.no_baselines, opts.checkpoint, shield, opts.shield_guide
     )
     noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
     report = evaluate(policies, instances, max_steps=opts.max_steps, **noise)

@@ -79,7 +79,7 @@ class MapfEvalOptions:
     shield: str | None = option(None, choices=("pibt", "lacam"))
     """Also play every policy through a collision shield: pibt (each agent's ranking of
     its moves, from the policy's scores, as PIBT's preferences) or lacam (LaCAM's search
-    with those PIBT steps, for completeness)."""
+    with those PIBT steps, for completeness); default: the run's mapf.shield."""
     shield_guide: float | None = option(None, metavar="W")
     """With --shield, the learned policies' Q-values minus W times the distance each move
     leaves to the goal rank the moves (W in reward per cell, DHC charges 0.075 a step;

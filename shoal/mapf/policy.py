@@ -201,14 +201,14 @@ def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "be
     """The greedy policy of a MAPF run's best checkpoint (its latest before any
     evaluation), or its latest with ``checkpoint="latest"``; ``comm=False`` masks all
     communication off."""
-    from shoal.config import load_config
+    from shoal.config import load_run_config
     from shoal.mapf.config import MAPF_ID
     from shoal.mapf.player import build_network
     from shoal.run.checkpoint import checkpoint_fits, load_checkpoint
     from shoal.run.directory import RunDir
 
     run = RunDir.open(run_dir)
-    cfg = load_config(run.config)
+    cfg = load_run_config(run.config)
     if cfg.env.id != MAPF_ID:
         raise ConfigError(f"run '{run.path}': env.id is {cfg.env.id!r}, not a MAPF run")
     if checkpoint not in ("best", "latest"):

@@ -389,6 +389,39 @@ def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, cap
     assert rows[:4] == ["dhc", "dhc+pibt", "no-comm", "no-comm+pibt"]
 
 
+def test_cli_plays_through_the_runs_own_shield_and_guide_by_default(tmp_path, capsys, monkeypatch):
+    """A run that trained through the PIBT shield is evaluated through it without
+    --shield, guided by the run's mapf.shield_guide (today's default, 3)."""
+    from shoal.config import load_config, save_config
+    from shoal.mapf import evaluate
+
+    def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
+        policy = ShortestPathPolicy()
+        policy.name, policy.shield_guide = ("shoal" if comm else "no-comm"), 3.0
+        return policy
+
+    monkeypatch.setattr("shoal.mapf.policy.load_policy", fake_load_policy)
+    played, real = [], evaluate.evaluate
+    monkeypatch.setattr(
+        evaluate,
+        "evaluate",
+        lambda policies, *a, **k: played.append(policies) or real(policies, *a, **k),
+    )
+    run = tmp_path / "run"
+    run.mkdir()
+    save_config(load_config("mapf", ["mapf.shield='pibt'"]), run / "config.toml")
+    code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--no-baselines")
+    assert code == 0, err
+    assert [p.name for p in played[-1]] == ["shoal", "shoal+pibt"]
+    assert played[-1][1].policy.weight == 3.0  # guided by the run's weight
+    save_config(load_config("mapf"), run / "config.toml")  # trained without a shield
+    code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--no-baselines")
+    assert code == 0, err
+    assert [p.name for p in played[-1]] == ["shoal"]
+    code, out, err = run_cli(capsys, "mapf", "eval", run, *GENERATE, "--shield-guide", 1)
+    assert code == 2 and "--shield-guide goes with --shield" in err
+
+
 def test_cli_scenario_instances(tmp_path, capsys):
     grid = parse(["....", "....", "...."])
     write_map(tmp_path / "m.map", grid)
