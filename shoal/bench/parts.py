@@ -190,9 +190,13 @@ def measure_parts(
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner)
     update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
+    extra: dict[str, float] = {}
     if threads:
         alone, side = _threads_runner(cfg, threads)
         learning = dataclasses.replace(learning, beside=side)
+        extra = {"threads_update": alone, "threads_update_beside": side[0]}
+        extra["threads_acting_beside"] = side[1]
+    between = rounds[0] / rounds[1] - replay_ratio(cfg) * learning.update
     parts = make_parts(
         cfg,
         acting,
@@ -202,17 +206,7 @@ def measure_parts(
         transport=(publish, pull, add, message, nbytes),
         update_cpu=update_cpu,
     )
-    seconds_in_rounds, steps_in_rounds = rounds
-    between = seconds_in_rounds / steps_in_rounds - parts.ratio * parts.update
-    parts = dataclasses.replace(parts, acting_between_updates=max(between, 1e-9))
-    if not threads:
-        return parts
-    return dataclasses.replace(
-        parts,
-        threads_update=alone,
-        threads_update_beside=side[0],
-        threads_acting_beside=side[1],
-    )
+    return dataclasses.replace(parts, acting_between_updates=max(between, 1e-9), **extra)
 
 
 @dataclass(frozen=True)
