@@ -11,11 +11,9 @@ between them) and beside busy processes (the cores shared).
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import pickle
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,9 +22,11 @@ from shoal.bench.timing import (
     beside,
     built,
     busy_cores,
+    collector,
     cores,
     gpu_name,
     median_seconds,
+    median_timings,
     patched,
     per_update,
     time_acting,
@@ -36,7 +36,7 @@ from shoal.bench.timing import (
 from shoal.config import Config, config_to_dict, load_config
 
 __all__ = [
-    "Learning",
+    "BLOCKS",
     "Parts",
     "bench_config",
     "bench_runner",
@@ -152,72 +152,80 @@ def bench_runner(cfg: Config, runner: str, extra: list[str] | None = None) -> An
     return built(lambda: build_runner(runner_class(runner), bench))
 
 
+BLOCKS = 3
+"""Each part is timed in this many short blocks spread over the budget, and the median
+block stands for it: on a shared machine one block of a few seconds can run a third slow
+or fast (RESULTS: the slow env's serial prediction -34% from one slow acting block)."""
+
+
 def measure_parts(
     cfg: Config,
     seconds: float = 10.0,
     compare_cpu: bool | None = None,
     threads: float = 0.0,
+    blocks: int = BLOCKS,
 ) -> Parts:
-    """Time every part on ``cfg``'s env and network for about ``seconds`` in all.
-    ``compare_cpu`` (default: when the learner is on a GPU) also times the update on the
-    CPU, out of the same seconds; ``threads`` seconds more time the threads runner's own
-    update path (0: not)."""
-    with bench_runner(cfg, "serial") as runner:
+    """Time every part on ``cfg``'s env and network for about ``seconds`` in all, each
+    the median of ``blocks`` timings spread over them. ``compare_cpu`` (default: when the
+    learner is on a GPU) also times the update on the CPU, out of the same seconds;
+    ``threads`` seconds more time the threads runner's own update path (0: not)."""
+    with ExitStack() as stack:
+        runner = stack.enter_context(bench_runner(cfg, "serial"))
         device = runner.learner.device
         cpu_too = compare_cpu or (compare_cpu is None and device.type != "cpu")
         share = seconds * (0.85 if cpu_too else 1.0)
-        step = warm_up(runner, share * 0.1)
-        acting = _acting(runner, step, share * 0.15)
-        step += acting.steps
-        rounds = time_rounds(
-            lambda n: runner.collect(step + n).steps,
-            runner.learn_steps,
-            replay_ratio(cfg),
-            share * 0.15,
-        )
-        step += rounds[1]
-        learning = time_learning(
-            lambda: runner.learn_steps(1),
-            lambda: runner.updates,
-            lambda n: runner.collect(step + n).steps,
-            # the serial runner's replay has no lock, and adding was timed alone
-            patched(runner, "add_batch", lambda *args, **kwargs: None),
-            share * 0.6,
-            # the threads runner's own path, where timed, stands for the serial update
-            # beside a thread (which only the model's fallback bound uses)
-            side=not threads,
-        )
+        # the threads runner's own path, where timed, stands for the serial update beside
+        # a thread (which only the model's fallback bound uses)
+        serial_block = _serial_timing(runner, cfg, share * 0.1, side=not threads)
+        threads_block = None
+        if threads:
+            threaded = stack.enter_context(bench_runner(cfg, "threads"))
+            threads_block = _threads_timing(threaded, threads * 0.1)
+        samples = []
+        for _ in range(blocks):
+            timed = serial_block(share * 0.9 / blocks)
+            if threads_block is not None:
+                timed |= threads_block(threads * 0.9 / blocks)
+            samples.append(timed)
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner)
     update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
-    extra: dict[str, float] = {}
-    if threads:
-        alone, side = _threads_runner(cfg, threads)
-        learning = dataclasses.replace(learning, beside=side)
-        extra = {"threads_update": alone, "threads_update_beside": side[0]}
-        extra["threads_acting_beside"] = side[1]
-    between = rounds[0] / rounds[1] - replay_ratio(cfg) * learning.update
-    parts = make_parts(
+    return make_parts(
         cfg,
-        acting,
-        learning,
+        median_timings(samples),
         gpu=gpu_name(device),
         num_envs=cfg.env.num_envs,
         transport=(publish, pull, add, message, nbytes),
         update_cpu=update_cpu,
     )
-    return dataclasses.replace(parts, acting_between_updates=max(between, 1e-9), **extra)
 
 
-@dataclass(frozen=True)
-class Learning:
-    """The learner's update timed alone, beside acting in a thread, beside busy
-    processes."""
+def _serial_timing(
+    runner: Any, cfg: Config, warm: float, side: bool
+) -> Callable[[float], dict[str, float]]:
+    """After ``warm`` seconds of warm-up, a timer of one block of the serial runner's
+    parts for the seconds it is given: acting alone, acting between the updates a serial
+    run owes, and the update alone, beside an acting thread (``side``) and beside busy
+    processes; the env steps carry on from block to block."""
+    collect = collector(runner, warm_up(runner, warm))
+    ratio = replay_ratio(cfg)
 
-    update: float
-    beside: tuple[float, float]
-    """(seconds per update, seconds per env step of acting), side by side."""
-    beside_processes: float
+    def block(seconds: float) -> dict[str, float]:
+        acting = _acting(runner, collect, seconds / 6)
+        spent, steps = time_rounds(collect, runner.learn_steps, ratio, seconds / 6)
+        learning = time_learning(
+            lambda: runner.learn_steps(1),
+            lambda: runner.updates,
+            collect,
+            # the serial runner's replay has no lock, and adding was timed alone
+            patched(runner, "add_batch", lambda *args, **kwargs: None),
+            seconds * 2 / 3,
+            side=side,
+        )
+        between = max(spent / steps - ratio * learning["update"], 1e-9)
+        return acting.timings() | learning | {"acting_between_updates": between}
+
+    return block
 
 
 def time_learning(
@@ -227,34 +235,33 @@ def time_learning(
     no_adds: AbstractContextManager[Any],
     seconds: float,
     side: bool = True,
-) -> Learning:
+) -> dict[str, float]:
     """Time ``update()`` (counted by ``updates()``) alone, in a thread beside
     ``collect(steps so far) -> steps`` (which adds nothing to replay meanwhile:
     ``no_adds``; ``side`` False: not, the caller times it its own way), and beside busy
-    processes, for about ``seconds`` in all."""
+    processes, for about ``seconds`` in all: the :class:`Parts` fields they time."""
     shares = (0.3, 0.4, 0.3) if side else (0.5, 0.0, 0.5)
-    alone = per_update(update, updates, seconds * shares[0])
-    pair = (math.nan, math.nan)
+    timed = {"update": per_update(update, updates, seconds * shares[0])}
     if side:
         with no_adds:
             pair = beside(update, updates, collect, seconds * shares[1])
+        timed |= {"update_beside_acting": pair[0], "acting_beside_update": pair[1]}
     with busy_cores(seconds * shares[2]):
-        crowded = per_update(update, updates, seconds * shares[2])
-    return Learning(alone, pair, crowded)
+        timed["update_beside_processes"] = per_update(update, updates, seconds * shares[2])
+    return timed
 
 
 def make_parts(
     cfg: Config,
-    acting: Acting,
-    learning: Learning,
+    timed: dict[str, float],
     *,
     gpu: str | None,
     num_envs: int,
     transport: tuple[float, float, float, float, int],
     update_cpu: float | None = None,
 ) -> Parts:
-    """The parts from their timings; ``transport``: (publish, pull, add, message,
-    weight bytes)."""
+    """The parts from the fields ``timed`` holds (by name) and ``transport``: (publish,
+    pull, add, message, weight bytes)."""
     publish, pull, add, message, nbytes = transport
     return Parts(
         cores=cores(),
@@ -262,29 +269,23 @@ def make_parts(
         num_envs=num_envs,
         batch_size=cfg.dqn.batch_size,
         ratio=replay_ratio(cfg),
-        env_step=acting.env,
-        forward=acting.forward,
-        write=acting.write,
-        update=learning.update,
-        update_beside_acting=learning.beside[0],
-        acting_beside_update=learning.beside[1],
-        update_beside_processes=learning.beside_processes,
         publish=publish,
         pull=pull,
         add=add,
         message=message,
         weight_bytes=nbytes,
         update_cpu=update_cpu,
+        **timed,
     )
 
 
-def _acting(runner: Any, step: int, seconds: float) -> Acting:
+def _acting(runner: Any, collect: Callable[[int], int], seconds: float) -> Acting:
     """Collect without learning, the env's step and the batched forward timed inside (a
     recipe whose acting is not a batch of envs, MAPF's worlds, as a whole)."""
     batch = getattr(getattr(runner, "acting", None), "batch", None)
     env = (batch.envs, "step") if batch is not None else None
     forward = (batch.actor, "act") if batch is not None else None
-    return time_acting(lambda n: runner.collect(step + n).steps, env, forward, seconds)
+    return time_acting(collect, env, forward, seconds)
 
 
 def _update(runner: Any, seconds: float) -> float:
@@ -331,29 +332,35 @@ def _message(runner: Any) -> tuple[float, float]:
     return add / rows, message / rows
 
 
-def _threads_runner(cfg: Config, seconds: float) -> tuple[float, tuple[float, float]]:
-    """The threads runner's learner threads: seconds per update with nothing else
+def _threads_timing(runner: Any, warm: float) -> Callable[[float], dict[str, float]]:
+    """After ``warm`` seconds of warm-up, a timer of one block of the threads runner's
+    learner threads for the seconds it is given: seconds per update with nothing else
     running, and (per update, per env step of acting) beside its acting thread. Its update
     path is not the serial one (gradients with ``torch.autograd.grad`` under the read lock,
     the step under the write lock, weight copies for acting, K threads on one GIL), and
     timed with one learner beside acting the serial parts overrate it (RESULTS: 1.6x on
-    CartPole)."""
-    with bench_runner(cfg, "threads") as runner:
-        runner.start()
-        step = warm_up(runner, seconds * 0.1)
-        rounds = runner.rounds
+    CartPole). Each block ends with the learners idle, so the next timing is alone."""
+    runner.start()
+    collect = collector(runner, warm_up(runner, warm))
+    rounds = runner.rounds
 
-        def busy() -> None:  # a backlog of 200-250 rounds: the learner threads never idle
-            rounds.schedule(50)
-            rounds.wait(behind=200)
+    def busy() -> None:  # a backlog of 20-30 rounds: the learner threads never idle
+        rounds.schedule(10)
+        rounds.wait(behind=20)
 
-        alone = per_update(busy, lambda: runner.updates, seconds * 0.4)
+    def block(seconds: float) -> dict[str, float]:
+        alone = per_update(busy, lambda: runner.updates, seconds * 0.45)
+        rounds.wait(behind=0)
         # acting no longer schedules or waits: the learners run flat out beside it
         with patched(runner, "on_train_point", lambda updates: None):
-            side = beside(
-                busy,
-                lambda: runner.updates,
-                lambda n: runner.collect(step + n).steps,
-                seconds * 0.5,
-            )
-    return alone, side
+            side = beside(busy, lambda: runner.updates, collect, seconds * 0.55)
+        rounds.wait(behind=0)
+        return {
+            "threads_update": alone,
+            "threads_update_beside": side[0],
+            "threads_acting_beside": side[1],
+            "update_beside_acting": side[0],
+            "acting_beside_update": side[1],
+        }
+
+    return block

@@ -7,6 +7,7 @@ and a world's (:mod:`shoal.bench.worlds`) are these applied to their own runner.
 from __future__ import annotations
 
 import os
+import statistics
 import subprocess
 import sys
 import threading
@@ -26,8 +27,10 @@ __all__ = [
     "beside",
     "built",
     "busy_cores",
+    "collector",
     "cores",
     "median_seconds",
+    "median_timings",
     "patched",
     "per_update",
     "time_acting",
@@ -114,6 +117,19 @@ def warm_up(runner: Any, seconds: float, limit: float = FIRST_UPDATE_S) -> int:
             )
 
 
+def collector(runner: Any, step: int) -> Callable[[int], int]:
+    """``collect(_) -> env steps``: the runner's collect, its env step count carried on
+    from ``step`` across every timing that calls it."""
+
+    def collect(_: int) -> int:
+        nonlocal step
+        got = runner.collect(step).steps
+        step += got
+        return got
+
+    return collect
+
+
 @dataclass(frozen=True)
 class Acting:
     """Acting timed: per env step, the env's own code and the rest (writing, resets,
@@ -123,6 +139,10 @@ class Acting:
     forward: float
     write: float
     steps: int
+
+    def timings(self) -> dict[str, float]:
+        """The :class:`~shoal.bench.parts.Parts` fields this times."""
+        return {"env_step": self.env, "forward": self.forward, "write": self.write}
 
 
 def time_acting(
@@ -247,6 +267,11 @@ def busy_cores(seconds: float) -> Iterator[None]:
             p.kill()
         for p in busy:
             p.wait()
+
+
+def median_timings(samples: list[dict[str, float]]) -> dict[str, float]:
+    """Each timing's median over ``samples`` (blocks timing the same parts)."""
+    return {name: statistics.median(s[name] for s in samples) for name in samples[0]}
 
 
 def median_seconds(fn: Callable[[], Any], n: int) -> float:

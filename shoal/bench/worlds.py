@@ -13,13 +13,16 @@ an update a round), so :mod:`shoal.bench.model` bounds them alike.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from typing import Any
 
-from shoal.bench.parts import Parts, bench_runner, make_parts, time_learning
+from shoal.bench.parts import BLOCKS, Parts, bench_runner, make_parts, time_learning
 from shoal.bench.timing import (
     Acting,
+    collector,
     gpu_name,
     median_seconds,
+    median_timings,
     patched,
     time_acting,
     warm_up,
@@ -36,39 +39,46 @@ WORLD_SCHEMES = {
 """A multi-agent world's schemes: the agents runner's ways of learning beside collection."""
 
 
-def measure_world_parts(cfg: Config, seconds: float = 10.0) -> tuple[Parts, float]:
-    """Time a world's parts for about ``seconds`` (at least a whole epoch where epochs
-    are played); also the turns of an epoch (the collector's weights travel once an
-    epoch)."""
+def measure_world_parts(
+    cfg: Config, seconds: float = 10.0, blocks: int = BLOCKS
+) -> tuple[Parts, float]:
+    """Time a world's parts for about ``seconds``, each the median of ``blocks`` timings
+    spread over them (each block at least a whole epoch where epochs are played); also
+    the turns of an epoch (the collector's weights travel once an epoch)."""
     with bench_runner(cfg, "agents", WORLD_SCHEMES["agents"]) as runner:
-        step = warm_up(runner, seconds * 0.1)
-        acting, epochs = _acting(runner, step, seconds * 0.3)
-        learning = time_learning(
-            lambda: runner.train_round(runner.group),
-            lambda: runner.updates,
-            lambda n: runner.collect(step + acting.steps + n).steps,
-            _no_adds(runner),  # the sync runner's buffers have no lock
-            seconds * 0.6,
-        )
+        collect = collector(runner, warm_up(runner, seconds * 0.1))
+        samples, turns, epochs = [], 0, 0
+        for _ in range(blocks):
+            acting, played = _acting(runner, collect, seconds * 0.3 / blocks)
+            turns, epochs = turns + acting.steps, epochs + played
+            learning = time_learning(
+                lambda: runner.train_round(runner.group),
+                lambda: runner.updates,
+                collect,
+                _no_adds(runner),  # the sync runner's buffers have no lock
+                seconds * 0.6 / blocks,
+            )
+            samples.append(acting.timings() | learning)
         weights, message, add = _transport(runner)
         device = runner.learners[0].device
         nbytes = sum(t.numel() * t.element_size() for t in runner.weights().values())
     transport = (weights / 2, weights / 2, add, message, nbytes)
-    parts = make_parts(cfg, acting, learning, gpu=gpu_name(device), num_envs=1, transport=transport)
-    return parts, acting.steps / epochs
+    timed = median_timings(samples)
+    parts = make_parts(cfg, timed, gpu=gpu_name(device), num_envs=1, transport=transport)
+    return parts, turns / epochs
 
 
-def _acting(runner: Any, step: int, seconds: float) -> tuple[Acting, int]:
+def _acting(runner: Any, collect: Callable[[int], int], seconds: float) -> tuple[Acting, int]:
     """Epochs without training for ``seconds`` (one at least), the world's step and the
     stacked forward timed inside; and the epochs played."""
     epochs = [0]
 
-    def collect(n: int) -> int:
+    def counted(n: int) -> int:
         epochs[0] += 1
-        return runner.collect(step + n).steps
+        return collect(n)
 
     player = runner.player
-    acting = time_acting(collect, (player.env, "step"), (player.actor, "select_actions"), seconds)
+    acting = time_acting(counted, (player.env, "step"), (player.actor, "select_actions"), seconds)
     return acting, epochs[0]
 
 

@@ -152,6 +152,30 @@ def test_the_parts_of_a_real_run_are_timed(tiny):
     assert math.isfinite(p.acting_between_updates) and p.acting_between_updates > 0
 
 
+def test_each_part_is_timed_in_blocks_spread_over_the_budget(tiny, monkeypatch):
+    """The serial loop, the update alone and the threads runner's learners are each timed
+    three times, interleaved, so a slow stretch of the machine lands in one block of each
+    and the median leaves it out."""
+    import shoal.bench.parts as parts_module
+
+    order: list[str] = []
+    for name in ("time_rounds", "per_update"):
+        real = getattr(parts_module, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):  # type: ignore[no-untyped-def]
+            order.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(parts_module, name, spy)
+    cfg = load_config("cartpole", tiny())
+    p = measure_parts(cfg, seconds=2.0, threads=1.0, blocks=3)
+    assert order.count("time_rounds") == 3
+    rounds = [i for i, name in enumerate(order) if name == "time_rounds"]
+    # between two blocks of the serial loop: the updates alone, crowded and the threads'
+    assert all(order[a + 1 : b].count("per_update") == 3 for a, b in zip(rounds, rounds[1:]))
+    assert p.threads_update > 0 and p.update_beside_acting == p.threads_update_beside
+
+
 def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
     tmp_path, tiny, capsys, monkeypatch, no_shm_leak
 ):

@@ -105,3 +105,26 @@ def test_rounds_hand_out_the_updates_a_serial_run_owes():
     seconds, steps = timing.time_rounds(collect, learned.append, 0.25, 0.05)
     assert steps == taken[0] and seconds >= 0.05
     assert sum(learned) == steps // 4 and all(k >= 1 for k in learned)
+
+
+def test_the_median_block_stands_for_each_part():
+    """One block a third slow (a shared machine's hiccup) moves no part."""
+    blocks = [
+        {"update": 3e-3, "env_step": 2e-4},
+        {"update": 4e-3, "env_step": 3e-4},  # the slow block
+        {"update": 3.1e-3, "env_step": 2.1e-4},
+    ]
+    assert timing.median_timings(blocks) == {"update": 3.1e-3, "env_step": 2.1e-4}
+
+
+def test_a_collector_carries_the_env_steps_across_timings():
+    seen: list[int] = []
+
+    class Counting(FakeRunner):
+        def collect(self, step: int) -> Collected:
+            seen.append(step)
+            return Collected(10)
+
+    collect = timing.collector(Counting(learns=True), 100)
+    assert [collect(0), collect(0), collect(5)] == [10, 10, 10]
+    assert seen == [100, 110, 120]
