@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from shoal.bench.model import predict, predict_world
+from shoal.bench.model import Prediction, predict, predict_world, ray_from_modes
 from shoal.bench.parts import Parts, measure_parts
 from shoal.bench.report import Report, verdict
 from shoal.bench.windows import Window, measure_window
@@ -36,6 +36,10 @@ multi-agent world's: :data:`~shoal.bench.worlds.WORLD_SCHEMES`)."""
 
 PARTS_SHARE = 0.3
 """Of ``seconds``, what timing the parts takes; the windows share the rest."""
+
+RAY_MODES_SHARE = 0.4
+"""Of the ray scheme's window, what timing its own modes takes (before the window, on
+the same runner: Ray starts once)."""
 
 
 def bench(
@@ -82,8 +86,22 @@ def bench(
         for scheme in chosen:
             tell(scheme, window)
             runner, extra = _runner_of(scheme)
-            windows.append(measure_window(cfg, scheme, runner, extra, window))
-    return verdict(cfg, parts, predictions, windows)
+            modes = window * RAY_MODES_SHARE if scheme == "ray" else 0.0
+            windows.append(measure_window(cfg, scheme, runner, extra, window, modes))
+    return verdict(cfg, parts, _with_modes(predictions, windows, parts.ratio), windows)
+
+
+def _with_modes(
+    predictions: list[Prediction], windows: list[Window], ratio: float
+) -> list[Prediction]:
+    """The predictions, the ray scheme's from its own modes where they were timed."""
+    modes = {w.scheme: w.modes for w in windows if w.modes}
+    return [
+        ray_from_modes(list(modes["ray"]), ratio, p.workers)
+        if p.scheme == "ray" and "ray" in modes
+        else p
+        for p in predictions
+    ]
 
 
 def _runner_of(scheme: str) -> tuple[str, list[str]]:

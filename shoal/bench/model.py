@@ -15,8 +15,10 @@ in ``bound``:
   pulls weights; the learner unpickles, adds them to replay in one write and updates
   (timed beside busy processes when the workers leave it no core of its own); all of it
   within the machine's cores.
-- ray, A actors: the processes bound with A actors (Ray's own messages, larger than a
-  pipe's, are not timed here: its window shows them).
+- ray, A actors: the best mix of its own runner's timed modes (actors alone, learner
+  alone, both flat out), as threads (:mod:`shoal.bench.ray_modes`); before they are
+  timed, the processes bound with A actors stands for it (an upper bound: Ray's replay
+  actor, object store and initial priorities take what that bound counts as free).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 
 from shoal.bench.parts import Parts
 
-__all__ = ["Prediction", "pays_at", "predict", "predict_world"]
+__all__ = ["Prediction", "best_mix", "pays_at", "predict", "predict_world", "ray_from_modes"]
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ def threads(p: Parts, learner_threads: int) -> Prediction:
     With the threads runner's own timings (:attr:`Parts.threads_update`), a run is a mix
     of three modes, each timed: both sides flat out side by side, the learners alone, and
     acting alone (the learners waiting); the best mix that keeps the config's updates per
-    env step is the bound (:func:`_best_mix`). Without them, from the serial parts: the GIL
+    env step is the bound (:func:`best_mix`). Without them, from the serial parts: the GIL
     each side holds is serial (the update's share ``g`` of the GIL solves
     ``a / a' + g u / u' = 1``, acting taken to hold it throughout), so a run needs
     ``a + ratio g u`` an env step; this overrates threads where their own update path
@@ -75,7 +77,7 @@ def threads(p: Parts, learner_threads: int) -> Prediction:
             (0.0, 1.0 / p.threads_update),
             (1.0 / a, 0.0),
         ]
-        rate = _best_mix(modes, p.ratio)
+        rate = best_mix(modes, p.ratio)
         bound = "gil" if rate < serial(p).steps_per_s else "learner"
         return Prediction("threads", learner_threads, rate, bound)
     u, a_beside = p.update, p.acting_beside_update + p.add
@@ -85,7 +87,7 @@ def threads(p: Parts, learner_threads: int) -> Prediction:
     return Prediction("threads", learner_threads, rate, bound)
 
 
-def _best_mix(modes: list[tuple[float, float]], ratio: float) -> float:
+def best_mix(modes: list[tuple[float, float]], ratio: float) -> float:
     """The most env steps per second a mix of ``modes`` (each ``(env steps/s, updates/s)``
     while it runs) reaches with at least ``ratio`` updates per env step: the best mode
     alone or pair of modes (a linear programme's vertices)."""
@@ -100,6 +102,16 @@ def _best_mix(modes: list[tuple[float, float]], ratio: float) -> float:
                 x = slack2 / (slack2 - slack1)
                 best = max(best, x * s1 + (1 - x) * s2)
     return best
+
+
+def ray_from_modes(modes: list[tuple[float, float]], ratio: float, actors: int) -> Prediction:
+    """The ray scheme from its own timed modes, [actors alone, learner alone, both flat
+    out] (each ``(env steps/s, updates/s)``): the best mix that keeps ``ratio``; bound by
+    the learner where, both flat out, its updates fall short of the ratio."""
+    rate = best_mix(modes, ratio)
+    steps, updates = modes[2]
+    bound = "learner" if updates < ratio * steps else "acting"
+    return Prediction("ray", actors, rate, bound)
 
 
 def processes(

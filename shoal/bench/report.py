@@ -65,6 +65,7 @@ class Report:
             f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
             f"  one-thread step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
             *_gpu_lines(p),
+            *_mode_lines(self.windows),
             "",
             "| scheme | size | predicted steps/s | updates/s | bound | measured steps/s | "
             "env steps/s | updates/s | start-up s |",
@@ -157,6 +158,20 @@ def _gpu_lines(p: Parts) -> list[str]:
         f"({p.update_cpu / p.update:.1f}x); serial {serial(p).steps_per_s:,.0f} steps/s "
         f"against {serial(on_cpu).steps_per_s:,.0f} with the learner on the CPU"
     ]
+
+
+def _mode_lines(windows: list[Window]) -> list[str]:
+    """A runner's own modes, where they were timed (the ray scheme's)."""
+    out = []
+    for w in windows:
+        if w.modes:
+            (acting, _), (_, learning), (steps, updates) = w.modes
+            out.append(
+                f"  {w.scheme} on its own runner: actors alone {acting:,.0f} env steps/s, "
+                f"learner alone {learning:,.0f} updates/s, both {steps:,.0f} env steps/s "
+                f"and {updates:,.0f} updates/s"
+            )
+    return out
 
 
 def _us(seconds: float) -> str:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 
 from shoal.bench.parts import bench_runner, replay_ratio
+from shoal.bench.ray_modes import time_modes
 from shoal.bench.timing import warm_up
 from shoal.config import Config
 
@@ -32,6 +33,10 @@ class Window:
     the first updates and a short warm-up after them."""
     ratio: float
     """The config's updates per env step."""
+    modes: tuple[tuple[float, float], ...] = ()
+    """The runner's own modes timed before the window, each (env steps/s, updates/s):
+    the ray scheme's actors alone, learner alone, both flat out (:mod:`shoal.bench.ray_modes`;
+    empty: none timed)."""
 
     @property
     def pace(self) -> float:
@@ -42,10 +47,11 @@ class Window:
 
 
 def measure_window(
-    cfg: Config, scheme: str, runner: str, extra: list[str], seconds: float
+    cfg: Config, scheme: str, runner: str, extra: list[str], seconds: float, modes: float = 0.0
 ) -> Window:
     """Run ``scheme`` (``runner`` with ``extra`` overrides) on ``cfg`` for about
-    ``seconds`` after its first updates, and time it."""
+    ``seconds`` after its first updates, and time it; ``modes`` seconds of them (0: none)
+    first time the ray runner's own modes."""
     from shoal.run.preemption import reclaim_preemption_signals
 
     t0 = time.perf_counter()
@@ -54,6 +60,10 @@ def measure_window(
         reclaim_preemption_signals()  # Ray takes SIGTERM; Ctrl-C must still stop the bench
         step = warm_up(built, min(2.0, seconds / 4))
         startup = time.perf_counter() - t0
+        timed: list[tuple[float, float]] = []
+        if modes:
+            timed, step = time_modes(built, step, modes)
+            seconds -= modes
         steps, updates = step, built.updates
         t1 = time.perf_counter()
         while time.perf_counter() - t1 < seconds or step == steps:
@@ -68,4 +78,5 @@ def measure_window(
             elapsed,
             startup,
             replay_ratio(built.cfg),
+            tuple(timed),
         )

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from shoal.bench import bench
-from shoal.bench.model import pays_at, predict, processes, serial, threads
+from shoal.bench.model import pays_at, predict, processes, ray_from_modes, serial, threads
 from shoal.bench.parts import Parts, measure_parts
 from shoal.bench.report import verdict
 from shoal.bench.windows import Window
@@ -276,3 +276,20 @@ def test_the_ray_scheme_is_weighed_on_ray(tiny, ray_session):
     report = bench("cartpole", overrides=tiny(), seconds=6, schemes=["serial", "ray"])
     ray = next(w for w in report.windows if w.scheme == "ray")
     assert ray.steps_per_s > 0 and ray.updates_per_s > 0
+    (acting, none), (nothing, learning), (steps, updates) = ray.modes
+    assert acting > 0 and learning > 0 and steps > 0 and updates > 0 and none == nothing == 0
+    pred = next(p for p in report.predictions if p.scheme == "ray")
+    assert pred == ray_from_modes(list(ray.modes), report.parts.ratio, 2)
+    assert "ray on its own runner: actors alone" in "\n".join(report.lines())
+
+
+def test_ray_is_predicted_from_the_best_mix_of_its_own_modes():
+    """Both flat out the learner falls short (100 of the 150 updates 600 env steps owe):
+    the best mix runs both 80% of the time and the learner alone 20%."""
+    modes = [(1000.0, 0.0), (0.0, 200.0), (600.0, 100.0)]
+    got = ray_from_modes(modes, 0.25, actors=2)
+    assert got.steps_per_s == pytest.approx(480.0) and got.bound == "learner"
+    assert got.scheme == "ray" and got.workers == 2
+    assert ray_from_modes([(1000.0, 0.0), (0.0, 200.0), (600.0, 180.0)], 0.25, 2).bound == (
+        "acting"
+    )

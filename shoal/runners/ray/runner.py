@@ -134,6 +134,8 @@ class RayRunner(DQNRunner):
         self._replay_cpu: tuple[float, float] | None = None
         """The replay actor's CPU seconds and this process's clock at the last tick."""
         self._wait_s = self._learn_s = 0.0
+        self._step = 0
+        """The env steps of the last learn (the epsilon a publish carries)."""
 
     # --- start and stop -----------------------------------------------------------------------
     def _connect(self) -> None:
@@ -295,12 +297,21 @@ class RayRunner(DQNRunner):
         prefetched batch; new priorities go back, weights out every ``publish_every``."""
         # Asked only once replay holds a batch: the updates owed until then are taken as
         # soon as it does, at the latest at the run's end (which waits for the sends).
+        self._step = step
         last = step >= self.cfg.run.total_steps
         if step < self.cfg.run.learning_starts or not self._replay_ready(wait=last):
             return
         t0 = time.perf_counter()
         self.schedule.take(self.schedule.owe(step), lambda: self._apex_update(step))
         self._learn_s += time.perf_counter() - t0
+
+    def learn_steps(self, steps: int) -> float:
+        """``steps`` updates now, whatever the schedule owes (``shoal bench`` times them),
+        once replay holds a batch; the last loss."""
+        if not self._replay_ready():
+            return float("nan")
+        self.schedule.take(steps, lambda: self._apex_update(self._step))
+        return self.loss
 
     def _apex_update(self, step: int) -> None:
         """One update on a prefetched batch; its priorities go back with the next request."""
