@@ -43,7 +43,8 @@ WORKLOADS = {
 }
 """Each workload's preset and overrides."""
 
-SCHEMES = ["serial", "threads", "processes"]
+SCHEMES = ["serial", "threads", "processes", "ray"]
+"""Every scheme ``shoal bench`` weighs for a single-agent env (Ray is installed with shoal)."""
 
 
 def full_run(preset: str, overrides: list[str], scheme: str, steps: int, out: Path) -> float:
