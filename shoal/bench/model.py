@@ -8,9 +8,8 @@ process, the cores across processes). Each prediction is the slowest of its limi
 in ``bound``:
 
 - serial: acting, writing and updates one after another.
-- threads: the best mix of the threads runner's own timed modes (acting and learner
-  threads side by side, learners alone, acting alone) that keeps the ratio; without
-  those timings, the GIL each side holds taken as serial (see :func:`threads`).
+- threads: the threads runner's own loop, timed as serial's is; without it, the GIL each
+  side holds taken as serial (see :func:`threads`).
 - processes, W workers: each worker acts, writes n-step transitions, pickles them and
   pulls weights; the learner unpickles, adds them to replay in one write and updates
   (timed beside busy processes when the workers leave it no core of its own); all of it
@@ -62,24 +61,17 @@ def serial(p: Parts) -> Prediction:
 def threads(p: Parts, learner_threads: int) -> Prediction:
     """An acting thread and learner threads in one process.
 
-    With the threads runner's own timings (:attr:`Parts.threads_update`), a run is a mix
-    of three modes, each timed: both sides flat out side by side, the learners alone, and
-    acting alone (the learners waiting); the best mix that keeps the config's updates per
-    env step is the bound (:func:`best_mix`). Without them, from the serial parts: the GIL
-    each side holds is serial (the update's share ``g`` of the GIL solves
-    ``a / a' + g u / u' = 1``, acting taken to hold it throughout), so a run needs
-    ``a + ratio g u`` an env step; this overrates threads where their own update path
-    costs more than serial's."""
-    a = p.acting + p.write
-    if p.threads_update > 0:
-        modes = [
-            (1.0 / p.threads_acting_beside, 1.0 / p.threads_update_beside),
-            (0.0, 1.0 / p.threads_update),
-            (1.0 / a, 0.0),
-        ]
-        rate = best_mix(modes, p.ratio)
+    With the threads runner's own loop timed (:attr:`Parts.threads_step`), that is its
+    pace: bound by the GIL where it is below serial's, else by the learner. Without it,
+    from the serial parts: the GIL each side holds is serial (the update's share ``g`` of
+    the GIL solves ``a / a' + g u / u' = 1``, acting taken to hold it throughout), so a run
+    needs ``a + ratio g u`` an env step; this overrates threads where their own update
+    path costs more than serial's."""
+    if p.threads_step > 0:
+        rate = 1.0 / p.threads_step
         bound = "gil" if rate < serial(p).steps_per_s else "learner"
         return Prediction("threads", learner_threads, rate, bound)
+    a = p.acting + p.write
     u, a_beside = p.update, p.acting_beside_update + p.add
     gil = min(1.0, max(0.0, (1.0 - a / a_beside) * p.update_beside_acting / u))
     limits = {"acting": a, "learner": p.ratio * u, "gil": a + p.ratio * gil * u}

@@ -29,6 +29,7 @@ from shoal.bench.timing import (
     median_timings,
     patched,
     per_update,
+    run_rounds,
     time_acting,
     time_rounds,
     warm_up,
@@ -69,12 +70,6 @@ class Parts:
     """Per env step (s): n-step writing, replay add and the collect's bookkeeping."""
     update: float
     """One update (s): replay sample, loss, backward, optimizer, priorities."""
-    update_beside_acting: float
-    """One update while an acting thread of the same process runs (s): what the GIL and
-    the shared cores leave of it (the threads runner's own update where it was timed)."""
-    acting_beside_update: float
-    """Per env step (s), acting and writing while an update thread runs (the threads
-    runner's own acting where it was timed)."""
     update_beside_processes: float
     """One update while ``cores`` - 1 other processes run flat out (s)."""
     publish: float
@@ -89,14 +84,16 @@ class Parts:
     cost of sending it from a worker process."""
     weight_bytes: int
     """Bytes of the network's weights."""
-    threads_update: float = 0.0
-    """One update of the threads runner alone (s): its learner threads (the config's
-    count) taking updates back to back, gradients under the read lock and the step under
-    the write lock (0: not timed)."""
-    threads_update_beside: float = 0.0
-    """The same beside its acting thread (s per update), both flat out."""
-    threads_acting_beside: float = 0.0
-    """Per env step (s), the threads runner's acting beside its learner threads."""
+    update_beside_acting: float = 0.0
+    """One update while an acting thread of the same process runs (s): what the GIL and
+    the shared cores leave of it (0: not timed, where the threads runner's own loop was)."""
+    acting_beside_update: float = 0.0
+    """Per env step (s), acting and writing while an update thread runs (0: not timed)."""
+    threads_step: float = 0.0
+    """Per env step (s), the threads runner's own loop with its updates done: its acting
+    thread collecting and scheduling rounds, its learner threads (the config's count)
+    taking them, gradients under the read lock and the step under the write lock (0: not
+    timed)."""
     update_cpu: float | None = None
     """One update on this machine's CPU (s), timed where the learner runs on a GPU: what
     the GPU changes (None: the learner is on the CPU)."""
@@ -333,34 +330,21 @@ def _message(runner: Any) -> tuple[float, float]:
 
 
 def _threads_timing(runner: Any, warm: float) -> Callable[[float], dict[str, float]]:
-    """After ``warm`` seconds of warm-up, a timer of one block of the threads runner's
-    learner threads for the seconds it is given: seconds per update with nothing else
-    running, and (per update, per env step of acting) beside its acting thread. Its update
-    path is not the serial one (gradients with ``torch.autograd.grad`` under the read lock,
-    the step under the write lock, weight copies for acting, K threads on one GIL), and
-    timed with one learner beside acting the serial parts overrate it (RESULTS: 1.6x on
-    CartPole). Each block ends with the learners idle, so the next timing is alone."""
+    """After ``warm`` seconds of warm-up, a timer of one block of the threads runner's own
+    loop for the seconds it is given: per env step with its updates done. Its update path
+    is not the serial one (gradients with ``torch.autograd.grad`` under the read lock, the
+    step under the write lock, weight copies for acting, K threads and acting on one GIL),
+    and neither the serial parts nor its modes timed apart predicted it: the best mix of
+    its learners alone and beside acting read 1.3-1.5x its full runs (RESULTS). Each block
+    ends with the learners idle, so the next timing is alone."""
     runner.start()
-    collect = collector(runner, warm_up(runner, warm))
-    rounds = runner.rounds
-
-    def busy() -> None:  # a backlog of 20-30 rounds: the learner threads never idle
-        rounds.schedule(10)
-        rounds.wait(behind=20)
+    step = warm_up(runner, warm)
 
     def block(seconds: float) -> dict[str, float]:
-        alone = per_update(busy, lambda: runner.updates, seconds * 0.45)
-        rounds.wait(behind=0)
-        # acting no longer schedules or waits: the learners run flat out beside it
-        with patched(runner, "on_train_point", lambda updates: None):
-            side = beside(busy, lambda: runner.updates, collect, seconds * 0.55)
-        rounds.wait(behind=0)
-        return {
-            "threads_update": alone,
-            "threads_update_beside": side[0],
-            "threads_acting_beside": side[1],
-            "update_beside_acting": side[0],
-            "acting_beside_update": side[1],
-        }
+        nonlocal step
+        steps, updates, elapsed, step = run_rounds(runner, step, seconds)
+        runner.rounds.wait(behind=0)
+        pace = min(steps, updates / replay_ratio(runner.cfg)) / elapsed
+        return {"threads_step": 1.0 / max(pace, 1e-12)}
 
     return block

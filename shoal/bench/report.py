@@ -58,8 +58,7 @@ class Report:
             f"({_us(p.forward / p.num_envs)} an env), writing and resets {_us(p.write)} "
             f"an env step; acting and writing between updates {_us(p.serial_acting)} an "
             "env step",
-            f"  update {_us(p.update)}; beside an acting thread {_us(p.update_beside_acting)} "
-            f"(and acting {_us(p.acting_beside_update)} an env step), beside busy processes "
+            f"  update {_us(p.update)}; {_threads_part(p)}, beside busy processes "
             f"{_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",
             f"  weights {p.weight_bytes / 1e6:.2f} MB: publish {_us(p.publish)}, pull "
             f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
@@ -158,6 +157,17 @@ def _gpu_lines(p: Parts) -> list[str]:
         f"({p.update_cpu / p.update:.1f}x); serial {serial(p).steps_per_s:,.0f} steps/s "
         f"against {serial(on_cpu).steps_per_s:,.0f} with the learner on the CPU"
     ]
+
+
+def _threads_part(p: Parts) -> str:
+    """The threads scheme's part: its own runner's loop where timed, else the update
+    beside an acting thread."""
+    if p.threads_step > 0:
+        return f"the threads runner's loop {_us(p.threads_step)} an env step"
+    return (
+        f"beside an acting thread {_us(p.update_beside_acting)} (and acting "
+        f"{_us(p.acting_beside_update)} an env step)"
+    )
 
 
 def _mode_lines(windows: list[Window]) -> list[str]:

@@ -33,6 +33,7 @@ __all__ = [
     "median_timings",
     "patched",
     "per_update",
+    "run_rounds",
     "time_acting",
     "time_rounds",
     "warm_up",
@@ -195,6 +196,20 @@ def time_rounds(
             owed -= int(owed)
     _synchronize()
     return time.perf_counter() - t0, steps
+
+
+def run_rounds(runner: Any, step: int, seconds: float) -> tuple[int, int, float, int]:
+    """The runner's own loop, collect then learn what the schedule owes, from env step
+    ``step`` for ``seconds`` (one round at least): (env steps, updates, seconds, the env
+    step reached)."""
+    first, updates, t0 = step, runner.updates, time.perf_counter()
+    while time.perf_counter() - t0 < seconds or step == first:
+        got = runner.collect(step)
+        step += got.steps
+        runner.learn(step, got.steps)
+    _synchronize()
+    elapsed = time.perf_counter() - t0
+    return step - first, runner.updates - updates, elapsed, step
 
 
 def per_update(update: Callable[[], Any], updates: Callable[[], int], seconds: float) -> float:

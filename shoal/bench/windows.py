@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from shoal.bench.parts import bench_runner, replay_ratio
 from shoal.bench.ray_modes import time_modes
-from shoal.bench.timing import warm_up
+from shoal.bench.timing import run_rounds, warm_up
 from shoal.config import Config
 
 __all__ = ["Window", "measure_window"]
@@ -64,17 +64,11 @@ def measure_window(
         if modes:
             timed, step = time_modes(built, step, modes)
             seconds -= modes
-        steps, updates = step, built.updates
-        t1 = time.perf_counter()
-        while time.perf_counter() - t1 < seconds or step == steps:
-            got = built.collect(step)
-            step += got.steps
-            built.learn(step, got.steps)
-        elapsed = time.perf_counter() - t1
+        steps, updates, elapsed, _ = run_rounds(built, step, seconds)
         return Window(
             scheme,
-            (step - steps) / elapsed,
-            (built.updates - updates) / elapsed,
+            steps / elapsed,
+            updates / elapsed,
             elapsed,
             startup,
             replay_ratio(built.cfg),

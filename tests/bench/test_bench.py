@@ -101,27 +101,14 @@ def test_threads_overlap_what_the_gil_lets_them():
     assert got.steps_per_s == pytest.approx(serial(held).steps_per_s)
 
 
-def test_threads_own_timings_bound_them_by_the_best_mix_of_modes():
-    # The learners' own update path alone is 2x serial's and side by side both sides
-    # crawl: the best mix is acting and learning taking turns, slower than serial.
-    p = parts(
-        update=1e-3,
-        threads_update=2e-3,
-        threads_update_beside=8e-3,
-        threads_acting_beside=1e-3,
-    )
+def test_threads_own_loop_where_timed_is_their_pace():
+    """The threads runner's own loop timed stands for the model of their GIL: slower than
+    serial's step is bound by the GIL, faster by the learner."""
+    p = parts(update=1e-3, threads_step=2e-3)
     got = threads(p, 2)
-    assert got.steps_per_s == pytest.approx(1 / (2e-4 + 0.25 * 2e-3))
-    assert got.bound == "gil" and got.steps_per_s < serial(p).steps_per_s
-    # Side by side at full speed: both at once, the learners keeping the ratio.
-    free = parts(
-        update=1e-3,
-        threads_update=1e-3,
-        threads_update_beside=1e-3,
-        threads_acting_beside=2e-4,
-        ratio=0.2,
-    )
-    assert threads(free, 2).steps_per_s == pytest.approx(5000)
+    assert got.steps_per_s == pytest.approx(500) and got.bound == "gil"
+    fast = threads(parts(update=1e-3, threads_step=2e-4), 2)
+    assert fast.steps_per_s == pytest.approx(5000) and fast.bound == "learner"
 
 
 def test_predict_keeps_the_schemes_order():
@@ -153,13 +140,13 @@ def test_the_parts_of_a_real_run_are_timed(tiny):
 
 
 def test_each_part_is_timed_in_blocks_spread_over_the_budget(tiny, monkeypatch):
-    """The serial loop, the update alone and the threads runner's learners are each timed
+    """The serial loop, the update alone and the threads runner's loop are each timed
     three times, interleaved, so a slow stretch of the machine lands in one block of each
     and the median leaves it out."""
     import shoal.bench.parts as parts_module
 
     order: list[str] = []
-    for name in ("time_rounds", "per_update"):
+    for name in ("time_rounds", "per_update", "run_rounds"):
         real = getattr(parts_module, name)
 
         def spy(*args, _real=real, _name=name, **kwargs):  # type: ignore[no-untyped-def]
@@ -171,9 +158,10 @@ def test_each_part_is_timed_in_blocks_spread_over_the_budget(tiny, monkeypatch):
     p = measure_parts(cfg, seconds=2.0, threads=1.0, blocks=3)
     assert order.count("time_rounds") == 3
     rounds = [i for i, name in enumerate(order) if name == "time_rounds"]
-    # between two blocks of the serial loop: the updates alone, crowded and the threads'
-    assert all(order[a + 1 : b].count("per_update") == 3 for a, b in zip(rounds, rounds[1:]))
-    assert p.threads_update > 0 and p.update_beside_acting == p.threads_update_beside
+    # between two blocks of the serial loop: the update alone, crowded, the threads' loop
+    between = [order[a + 1 : b] for a, b in zip(rounds, rounds[1:])]
+    assert all(b.count("per_update") == 2 and b.count("run_rounds") == 1 for b in between)
+    assert p.threads_step > 0 and p.update_beside_acting == 0
 
 
 def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
