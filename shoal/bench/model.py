@@ -14,10 +14,10 @@ in ``bound``:
   pulls weights; the learner unpickles, adds them to replay in one write and updates
   (timed beside busy processes when the workers leave it no core of its own); all of it
   within the machine's cores.
-- ray, A actors: the best mix of its own runner's timed modes (actors alone, learner
-  alone, both flat out), as threads (:mod:`shoal.bench.ray_modes`); before they are
-  timed, the processes bound with A actors stands for it (an upper bound: Ray's replay
-  actor, object store and initial priorities take what that bound counts as free).
+- ray, A actors: its own runner's loop, timed as threads' is, with the actors alone and
+  the learner alone saying which side bounds it (:mod:`shoal.bench.ray_modes`); before
+  they are timed, the processes bound with A actors stands for it (an upper bound: Ray's
+  replay actor, object store and initial priorities take what that bound counts as free).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from shoal.bench.parts import Parts
 
-__all__ = ["Prediction", "best_mix", "pays_at", "predict", "predict_world", "ray_from_modes"]
+__all__ = ["Prediction", "pays_at", "predict", "predict_world", "ray_from_modes"]
 
 
 @dataclass(frozen=True)
@@ -79,30 +79,14 @@ def threads(p: Parts, learner_threads: int) -> Prediction:
     return Prediction("threads", learner_threads, rate, bound)
 
 
-def best_mix(modes: list[tuple[float, float]], ratio: float) -> float:
-    """The most env steps per second a mix of ``modes`` (each ``(env steps/s, updates/s)``
-    while it runs) reaches with at least ``ratio`` updates per env step: the best mode
-    alone or pair of modes (a linear programme's vertices)."""
-    best = 0.0
-    for i, (s1, u1) in enumerate(modes):
-        if s1 > 0 and u1 >= ratio * s1:
-            best = max(best, s1)
-        for s2, u2 in modes[i + 1 :]:
-            # x of mode 1, 1 - x of mode 2, with updates = ratio * steps exactly
-            slack1, slack2 = u1 - ratio * s1, u2 - ratio * s2
-            if slack1 * slack2 < 0:
-                x = slack2 / (slack2 - slack1)
-                best = max(best, x * s1 + (1 - x) * s2)
-    return best
-
-
 def ray_from_modes(modes: list[tuple[float, float]], ratio: float, actors: int) -> Prediction:
-    """The ray scheme from its own timed modes, [actors alone, learner alone, both flat
-    out] (each ``(env steps/s, updates/s)``): the best mix that keeps ``ratio``; bound by
-    the learner where, both flat out, its updates fall short of the ratio."""
-    rate = best_mix(modes, ratio)
+    """The ray scheme from its own timed modes, [actors alone, learner alone, its own
+    loop] (each ``(env steps/s, updates/s)``): its loop's pace, with its updates done;
+    bound by the learner where the learner alone keeps up with fewer env steps than the
+    actors alone take."""
     steps, updates = modes[2]
-    bound = "learner" if updates < ratio * steps else "acting"
+    rate = min(steps, updates / ratio) if ratio > 0 else steps
+    bound = "learner" if modes[1][1] / max(ratio, 1e-12) < modes[0][0] else "acting"
     return Prediction("ray", actors, rate, bound)
 
 

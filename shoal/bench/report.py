@@ -178,8 +178,8 @@ def _mode_lines(windows: list[Window]) -> list[str]:
             (acting, _), (_, learning), (steps, updates) = w.modes
             out.append(
                 f"  {w.scheme} on its own runner: actors alone {acting:,.0f} env steps/s, "
-                f"learner alone {learning:,.0f} updates/s, both {steps:,.0f} env steps/s "
-                f"and {updates:,.0f} updates/s"
+                f"learner alone {learning:,.0f} updates/s, its own loop {steps:,.0f} env "
+                f"steps/s and {updates:,.0f} updates/s"
             )
     return out
 

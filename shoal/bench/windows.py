@@ -35,8 +35,8 @@ class Window:
     """The config's updates per env step."""
     modes: tuple[tuple[float, float], ...] = ()
     """The runner's own modes timed before the window, each (env steps/s, updates/s):
-    the ray scheme's actors alone, learner alone, both flat out (:mod:`shoal.bench.ray_modes`;
-    empty: none timed)."""
+    the ray scheme's actors alone, learner alone, its own loop
+    (:mod:`shoal.bench.ray_modes`; empty: none timed)."""
 
     @property
     def pace(self) -> float:
