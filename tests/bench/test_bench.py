@@ -187,6 +187,31 @@ def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
     assert multiprocessing.active_children() == []
 
 
+def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin():
+    pred = predict(
+        parts(),
+        learner_threads=2,
+        workers=1,
+        publish_every=32,
+        actors=2,
+        ray_publish_every=10,
+        ray_pull_every=1,
+        schemes=("serial", "ray", "processes"),
+    )
+    cfg = load_config("cartpole")
+
+    def named(*paces: float) -> str:
+        windows = [
+            Window(s, v, v / 4, 5.0, 1.0, 0.25)
+            for s, v in zip(("serial", "ray", "processes"), paces, strict=True)
+        ]
+        return verdict(cfg, parts(), pred, windows).winner
+
+    assert named(800.0, 840.0, 700.0) == "serial"  # 1.05x: within the windows' noise
+    assert named(800.0, 900.0, 700.0) == "ray"
+    assert named(800.0, 900.0, 1000.0) == "processes"
+
+
 def test_bench_text_report_names_the_fastest(tiny):
     report = bench("cartpole", overrides=tiny(), seconds=4, schemes=["serial", "threads"])
     text = "\n".join(report.lines())
