@@ -111,8 +111,9 @@ def test_threads_own_loop_where_timed_is_their_pace():
     assert fast.steps_per_s == pytest.approx(5000) and fast.bound == "learner"
 
 
-def test_predict_keeps_the_schemes_order():
-    got = predict(
+def predicted(schemes: tuple[str, ...]) -> list:
+    """``predict`` on :func:`parts` with one worker, two actors and two learner threads."""
+    return predict(
         parts(),
         learner_threads=2,
         workers=1,
@@ -120,8 +121,12 @@ def test_predict_keeps_the_schemes_order():
         actors=2,
         ray_publish_every=10,
         ray_pull_every=100,
-        schemes=("processes", "serial", "ray"),
+        schemes=schemes,
     )
+
+
+def test_predict_keeps_the_schemes_order():
+    got = predicted(("processes", "serial", "ray"))
     assert [p.scheme for p in got] == ["processes", "serial", "ray"]
     assert got[2].workers == 2
 
@@ -188,16 +193,7 @@ def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
 
 
 def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin():
-    pred = predict(
-        parts(),
-        learner_threads=2,
-        workers=1,
-        publish_every=32,
-        actors=2,
-        ray_publish_every=10,
-        ray_pull_every=1,
-        schemes=("serial", "ray", "processes"),
-    )
+    pred = predicted(("serial", "ray", "processes"))
     cfg = load_config("cartpole")
 
     def named(*paces: float) -> str:
