@@ -166,7 +166,7 @@ def measure_parts(
     """Time every part on ``cfg``'s env and network for about ``seconds`` in all, each
     the median of ``blocks`` timings spread over them. ``compare_cpu`` (default: when the
     learner is on a GPU) also times the update on the CPU, out of the same seconds;
-    ``threads`` seconds more time the threads runner's own update path (0: not)."""
+    ``threads`` seconds more time the threads runner's own loop (0: not)."""
     with ExitStack() as stack:
         runner = stack.enter_context(bench_runner(cfg, "serial"))
         device = runner.learner.device

@@ -10,10 +10,9 @@ side bounds it, and its own loop (collect, then the updates owed), its predictio
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from shoal.bench.timing import per_update, run_rounds
+from shoal.bench.timing import collector, per_update, run_rounds, time_acting
 
 __all__ = ["Mode", "time_modes"]
 
@@ -27,10 +26,9 @@ def time_modes(runner: Any, step: int, seconds: float) -> tuple[list[Mode], int]
     updates the actors' collecting left owed are forgiven before its loop, which starts
     level."""
     quarter = seconds / 4
-    t0, first = time.perf_counter(), step
-    while time.perf_counter() - t0 < quarter or step == first:
-        step += runner.collect(step).steps
-    acting = (step - first) / (time.perf_counter() - t0)
+    alone = time_acting(collector(runner, step), None, None, quarter)  # all of it as "env"
+    step += alone.steps
+    acting = 1.0 / alone.env
     _settle(runner)
     learning = 1.0 / per_update(lambda: runner.learn_steps(1), lambda: runner.updates, quarter)
     runner.schedule.owe(step)
