@@ -192,6 +192,27 @@ def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
     assert multiprocessing.active_children() == []
 
 
+def test_every_scheme_is_timed_with_epsilon_at_its_end_value(monkeypatch):
+    import shoal.bench
+
+    seen: list[tuple[float, float]] = []
+
+    def fake_parts(cfg, seconds, threads=0.0):
+        seen.append((cfg.explore.eps_start, cfg.explore.eps_end))
+        return parts()
+
+    def fake_window(cfg, scheme, *args):
+        seen.append((cfg.explore.eps_start, cfg.explore.eps_end))
+        return Window(scheme, 500.0, 125.0, 1.0, 0.5, 0.25)
+
+    monkeypatch.setattr(shoal.bench, "measure_parts", fake_parts)
+    monkeypatch.setattr(shoal.bench, "measure_window", fake_window)
+    users = load_config("cartpole", ["explore.eps_end=0.1"])
+    bench(users, seconds=2, schemes=["serial", "threads"])
+    assert seen == [(0.1, 0.1)] * 3  # the parts, then each scheme's window
+    assert users.explore.eps_start == 1.0  # the user's config is left as it was
+
+
 def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin():
     pred = predicted(("serial", "ray", "processes"))
     cfg = load_config("cartpole")
