@@ -3,9 +3,10 @@
 For each workload ``shoal bench`` runs (its parts, its predictions, its measured
 windows, the scheme it names), then each scheme trains a full run of ``--steps`` env
 steps at the config's replay ratio (the same env steps and updates for every scheme; no
-evaluation until the end). A full run's pace is its steady rate: env steps per wall second
-from its first tick row with updates to its last (metrics.csv), so start-up and the
-warm-up before learning starts do not count, as they do not in the prediction.
+evaluation until the end; epsilon at its end value throughout, as bench times them). A
+full run's pace is its steady rate: env steps per wall second from its first tick row
+with updates to its last (metrics.csv), so start-up and the warm-up before learning
+starts do not count, as they do not in the prediction.
 
 Workloads: ``cartpole`` (the preset: a small MLP, a cheap env, learner-bound),
 ``slow-env`` (the same with 200 us of CPU work in every env step, ``env.step_cost_us``:
@@ -48,11 +49,15 @@ SCHEMES = ["serial", "threads", "processes", "ray"]
 
 
 def full_run(preset: str, overrides: list[str], scheme: str, steps: int, out: Path) -> float:
-    """A full run of ``scheme``'s: its steady env steps per second."""
+    """A full run of ``scheme``'s: its steady env steps per second, with epsilon at its end
+    value from the first step, as ``shoal bench`` times every scheme (a real run's steps
+    go mostly past the decay; a short check's would not: MinAtar decays over 100k)."""
+    eps_end = load_config(preset, overrides).explore.eps_end
     result = shoal.train(
         preset,
         overrides=[
             *overrides,
+            f"explore.eps_start={eps_end!r}",
             f"run.runner='{scheme}'",
             f"run.total_steps={steps}",
             f"run.eval_every={10 * steps}",

@@ -1,5 +1,5 @@
 """``shoal bench``'s answer: the parts, each scheme predicted against measured, the
-fastest, and why, as text for a person and as JSON for a script."""
+scheme to use, and why, as text for a person and as JSON for a script."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ class Report:
     predictions: list[Prediction]
     windows: list[Window]
     winner: str
-    """The scheme that measured fastest (the one-thread scheme unless another beat it by
-    :data:`MARGIN`)."""
+    """The scheme to use: the one that measured fastest, or the one-thread scheme where
+    none beat it by :data:`MARGIN`."""
     reason: str
     """Why, in one line."""
 
@@ -87,7 +87,7 @@ class Report:
             "(measured steps/s: env steps with their updates done, the lower of env steps/s "
             "and updates/s over the ratio)",
             "",
-            f"fastest: {self.winner} ({self.reason})",
+            f"use: {self.winner} ({self.reason})",
         ]
         return out
 
@@ -99,7 +99,7 @@ def verdict(
     window is the one-thread scheme (serial, or a world's ``agents``) the others are
     measured against; another is named only where it beats it by :data:`MARGIN`."""
     base = windows[0]
-    best = max(windows, key=lambda w: w.pace)
+    best = fastest = max(windows, key=lambda w: w.pace)
     if best.pace < MARGIN * base.pace:
         best = base
     gain = best.pace / base.pace if base.pace > 0 else 1.0
@@ -108,6 +108,10 @@ def verdict(
     limit = "the learner's updates are the limit now" if pred.bound == "learner" else ""
     if best is base:
         reason = _one_thread_reason(parts, share, cfg.processes.publish_every, windows)
+        if fastest is not base:
+            reason += (
+                f"; {fastest.scheme}'s lead is within the {MARGIN - 1:.0%} a short window moves by"
+            )
     elif best.scheme in ("processes", "ray", "agents-process"):
         what = {"processes": "worker", "ray": "actor"}.get(best.scheme, "collector process")
         size = f"{pred.workers} {what}{'s' if pred.workers != 1 else ''}"

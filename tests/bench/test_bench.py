@@ -225,6 +225,11 @@ def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin(
         return verdict(cfg, parts(), pred, windows).winner
 
     assert named(800.0, 840.0, 700.0) == "serial"  # 1.05x: within the windows' noise
+    windows = [
+        Window(s, v, v / 4, 5.0, 1.0, 0.25)
+        for s, v in (("serial", 800.0), ("ray", 840.0), ("processes", 700.0))
+    ]
+    assert "ray's lead is within the 10%" in verdict(cfg, parts(), pred, windows).reason
     assert named(800.0, 900.0, 700.0) == "ray"
     assert named(800.0, 900.0, 1000.0) == "processes"
 
@@ -232,7 +237,7 @@ def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin(
 def test_bench_text_report_names_the_fastest(tiny):
     report = bench("cartpole", overrides=tiny(), seconds=4, schemes=["serial", "threads"])
     text = "\n".join(report.lines())
-    assert f"fastest: {report.winner} (" in text
+    assert f"use: {report.winner} (" in text
     assert "| serial |" in text and "| threads |" in text
 
 
