@@ -2,7 +2,9 @@
 
 For each workload ``shoal bench`` runs (its parts, its predictions, its measured
 windows, the scheme it names), then each scheme trains a full run of ``--steps`` env
-steps at the config's replay ratio (the same env steps and updates for every scheme; no
+steps at the config's replay ratio, ``--repeats`` times, interleaved across the schemes,
+and the median stands for the scheme (one full run moved by up to 28% between two runs of
+the same scheme on this VM; the same env steps and updates for every scheme; no
 evaluation until the end; epsilon at its end value throughout, as bench times them). A
 full run's pace is its steady rate: env steps per wall second from its first tick row
 with updates to its last (metrics.csv), so start-up and the warm-up before learning
@@ -14,11 +16,11 @@ an env in slow Python) and ``minatar`` (``minatar-breakout``: 8 envs, a conv net
 
 Prints, per workload and scheme: predicted, bench-measured and full-run steps/s, the
 prediction's error against the full run, and whether the named scheme was the fastest
-full run (or within 10% of it). Writes the figures as JSON with ``--json``.
+median full run (or within 10% of it). Writes the figures as JSON with ``--json``.
 
 Usage:
     python benchmarks/bench_check.py [--workloads cartpole,slow-env,minatar]
-        [--seconds 120] [--steps 30000] [--json PATH]
+        [--seconds 120] [--steps 30000] [--repeats 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -89,9 +92,14 @@ def check(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     preset, overrides = WORKLOADS[name]
     report = bench(preset, overrides=overrides, seconds=args.seconds, schemes=args.schemes)
     print("\n".join(report.lines()), flush=True)
+    runs: dict[str, list[float]] = {p.scheme: [] for p in report.predictions}
+    for _ in range(args.repeats):  # interleaved: a slow stretch of the VM hits one repeat
+        for scheme, rates in runs.items():
+            rates.append(full_run(preset, overrides, scheme, args.steps, out))
+            print(f"  full run {scheme}: {rates[-1]:,.0f} steps/s", flush=True)
     rows = []
     for pred, window in zip(report.predictions, report.windows, strict=True):
-        rate = full_run(preset, overrides, pred.scheme, args.steps, out)
+        rate = statistics.median(runs[pred.scheme])
         rows.append(
             {
                 "scheme": pred.scheme,
@@ -99,10 +107,10 @@ def check(name: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
                 "bound": pred.bound,
                 "bench_measured": window.pace,
                 "full_run": rate,
+                "full_runs": runs[pred.scheme],
                 "error": pred.steps_per_s / rate - 1,
             }
         )
-        print(f"  full run {pred.scheme}: {rate:,.0f} steps/s", flush=True)
     fastest = max(rows, key=lambda r: r["full_run"])
     named = next(r for r in rows if r["scheme"] == report.winner)
     return {
@@ -122,6 +130,9 @@ def main() -> None:
     parser.add_argument("--schemes", default=",".join(SCHEMES))
     parser.add_argument("--seconds", type=float, default=120.0, help="shoal bench's budget")
     parser.add_argument("--steps", type=int, default=30_000, help="env steps of a full run")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="full runs per scheme, interleaved; the median"
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     args.schemes = args.schemes.split(",")
@@ -130,8 +141,8 @@ def main() -> None:
         for name in args.workloads.split(","):
             results.append(check(name, args, Path(out)))
     print(f"\n{os.cpu_count()} CPU cores, {platform.machine()}, Python {platform.python_version()}")
-    print("| workload | scheme | predicted | bench window | full run | error | named |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
+    print("| workload | scheme | predicted | bench window | full run | full runs | error | named |")
+    print("| --- | --- | ---: | ---: | ---: | --- | ---: | --- |")
     for w in results:
         for r in w["schemes"]:
             mark = "**named**" if r["scheme"] == w["named"] else ""
@@ -139,7 +150,8 @@ def main() -> None:
                 mark += " (fastest)"
             print(
                 f"| {w['workload']} | {r['scheme']} | {r['predicted']:,.0f} | "
-                f"{r['bench_measured']:,.0f} | {r['full_run']:,.0f} | {r['error']:+.0%} | {mark} |"
+                f"{r['bench_measured']:,.0f} | {r['full_run']:,.0f} | "
+                f"{' / '.join(f'{x:,.0f}' for x in r['full_runs'])} | {r['error']:+.0%} | {mark} |"
             )
     for w in results:
         print(
