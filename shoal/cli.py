@@ -248,7 +248,8 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
         "forward, update, replay, weight publish and pull, a worker's message), predict\n"
         "from them each scheme's env steps/s at the config's replay ratio, then run each\n"
         "scheme for a short measured window and print predicted against measured, the\n"
-        "fastest, and why. Writes nothing (no run directory).",
+        "scheme to use, and why. Epsilon is at its end value throughout, as most of a\n"
+        "run's steps go. Writes nothing (no run directory).",
         "preset name or TOML config file",
         ray_address=False,
         writes=False,

@@ -3,9 +3,12 @@ replay actor's add, sample and priority calls, the object store, the actors' ini
 priorities, a weight server, every process on the same cores) is not made of the parts a
 processes run is, and bounding Ray by those overrated it 1.7x on 2 cores (RESULTS); the
 best mix of its actors alone, learner alone and both flat out still read 1.1-1.35x its
-full runs. So on a started ray runner, just before its window, three modes are timed: the
+full runs. So on a started ray runner three modes are timed: its own loop (collect, then
+the updates owed), its prediction, just before its window; then, after the window, the
 actors alone (the learner idle) and the learner alone (the actors idle), which say which
-side bounds it, and its own loop (collect, then the updates owed), its prediction.
+side bounds it. They come last because they leave the runner faster than a run finds it
+for a while after (the slow env: its loop 1,008 steps/s and its window 915 after them,
+650-750 without them, full runs 662-758).
 """
 
 from __future__ import annotations
@@ -14,34 +17,26 @@ from typing import Any
 
 from shoal.bench.timing import collector, per_update, run_rounds, time_acting
 
-__all__ = ["Mode", "time_modes"]
-
-LOOP_WARM_S = 1.0
-"""Seconds of its own loop, untimed, before it is timed: the actors' calls left done by
-the modes before are taken (2 actors' 250 steps each, ~15% of a 4-second loop on CartPole)."""
+__all__ = ["Mode", "time_loop", "time_sides"]
 
 Mode = tuple[float, float]
 """(env steps per second, updates per second) while a mode runs."""
 
 
-def time_modes(runner: Any, step: int, seconds: float) -> tuple[list[Mode], int]:
-    """The ray ``runner``'s (started, updating) three modes, about ``seconds`` in all:
-    [actors alone, learner alone, its own loop]; and the env steps taken by then. The
-    updates the actors' collecting left owed are forgiven before its loop, which starts
-    level."""
-    quarter = seconds / 4
-    alone = time_acting(collector(runner, step), None, None, quarter)  # all of it as "env"
-    step += alone.steps
-    acting = 1.0 / alone.env
+def time_loop(runner: Any, step: int, seconds: float) -> tuple[Mode, int]:
+    """The ray ``runner``'s (started, updating) own loop for about ``seconds``; and the
+    env steps taken by then."""
+    steps, updates, elapsed, step = run_rounds(runner, step, seconds)
+    return (steps / elapsed, updates / elapsed), step
+
+
+def time_sides(runner: Any, step: int, seconds: float) -> list[Mode]:
+    """The ray ``runner``'s actors alone, then its learner alone, about ``seconds`` in
+    all (the last timing on the runner: neither leaves it as a run finds it)."""
+    alone = time_acting(collector(runner, step), None, None, seconds / 2)  # all as "env"
     _settle(runner)
-    learning = 1.0 / per_update(lambda: runner.learn_steps(1), lambda: runner.updates, quarter)
-    runner.schedule.owe(step)
-    # The calls the actors finished while idle would count as steps taken at once; taken
-    # untimed, the loop is timed with its actors mid-call, as a run finds them.
-    warm = min(LOOP_WARM_S, seconds / 8)
-    step = run_rounds(runner, step, warm)[3]
-    steps, updates, elapsed, step = run_rounds(runner, step, seconds / 2 - warm)
-    return [(acting, 0.0), (0.0, learning), (steps / elapsed, updates / elapsed)], step
+    learning = per_update(lambda: runner.learn_steps(1), lambda: runner.updates, seconds / 2)
+    return [(1.0 / alone.env, 0.0), (0.0, 1.0 / learning)]
 
 
 def _settle(runner: Any) -> None:

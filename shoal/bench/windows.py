@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from shoal.bench.parts import bench_runner, replay_ratio
-from shoal.bench.ray_modes import time_modes
+from shoal.bench.ray_modes import time_loop, time_sides
 from shoal.bench.timing import run_rounds, warm_up
 from shoal.config import Config
 
@@ -51,7 +51,7 @@ def measure_window(
 ) -> Window:
     """Run ``scheme`` (``runner`` with ``extra`` overrides) on ``cfg`` for about
     ``seconds`` after its first updates, and time it; ``modes`` seconds of them (0: none)
-    first time the ray runner's own modes."""
+    time the ray runner's own modes: its loop before the window, its sides after."""
     from shoal.run.preemption import reclaim_preemption_signals
 
     t0 = time.perf_counter()
@@ -62,9 +62,11 @@ def measure_window(
         startup = time.perf_counter() - t0
         timed: list[tuple[float, float]] = []
         if modes:
-            timed, step = time_modes(built, step, modes)
+            loop, step = time_loop(built, step, modes / 2)
             seconds -= modes
-        steps, updates, elapsed, _ = run_rounds(built, step, seconds)
+        steps, updates, elapsed, step = run_rounds(built, step, seconds)
+        if modes:  # after the window: they leave the runner faster than a run finds it
+            timed = [*time_sides(built, step, modes / 2), loop]
         return Window(
             scheme,
             steps / elapsed,
