@@ -318,6 +318,43 @@ def test_the_ray_scheme_is_weighed_on_ray(tiny, ray_session):
     assert "ray on its own runner: actors alone" in "\n".join(report.lines())
 
 
+def test_ray_s_loop_comes_before_its_window_and_its_sides_after(monkeypatch):
+    """The actors alone and the learner alone leave the runner faster than a run finds
+    it for a while, so nothing that predicts or measures it may follow them."""
+    import contextlib
+
+    import shoal.bench.windows as windows
+
+    order: list[str] = []
+
+    class Built:
+        cfg = load_config("cartpole")
+
+        def start(self) -> None:
+            order.append("start")
+
+    def loop(runner, step, seconds):
+        order.append("loop")
+        return (800.0, 200.0), step
+
+    def rounds(runner, step, seconds):
+        order.append("window")
+        return 800, 200, 1.0, step + 800
+
+    def sides(runner, step, seconds):
+        order.append("sides")
+        return [(4000.0, 0.0), (0.0, 250.0)]
+
+    monkeypatch.setattr(windows, "bench_runner", lambda *a: contextlib.nullcontext(Built()))
+    monkeypatch.setattr(windows, "warm_up", lambda runner, seconds: 0)
+    monkeypatch.setattr(windows, "time_loop", loop)
+    monkeypatch.setattr(windows, "run_rounds", rounds)
+    monkeypatch.setattr(windows, "time_sides", sides)
+    got = windows.measure_window(Built.cfg, "ray", "ray", [], 10.0, 4.0)
+    assert order == ["start", "loop", "window", "sides"]
+    assert got.modes == ((4000.0, 0.0), (0.0, 250.0), (800.0, 200.0))
+
+
 def test_ray_is_predicted_from_its_own_loop_bound_by_the_slower_side():
     """Its loop's pace with its updates done; the learner alone keeping up with 800 env
     steps against the actors' 1,000 bounds it by the learner."""
