@@ -3,8 +3,8 @@
 For each workload ``shoal bench`` runs (its parts, its predictions, its measured
 windows, the scheme it names), then each scheme trains a full run of ``--steps`` env
 steps at the config's replay ratio, ``--repeats`` times, interleaved across the schemes,
-and the median stands for the scheme (one full run moved by up to 28% between two runs of
-the same scheme on this VM; the same env steps and updates for every scheme; no
+and the median stands for the scheme (single full runs of one scheme moved by up to 33% on
+this VM; the same env steps and updates for every scheme; no
 evaluation until the end; epsilon at its end value throughout, as bench times them). A
 full run's pace is its steady rate: env steps per wall second from its first tick row
 with updates to its last (metrics.csv), so start-up and the warm-up before learning
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import shoal
-from shoal.bench import bench
+from shoal.bench import at_end_epsilon, bench
 from shoal.bench.parts import replay_ratio
 from shoal.config import load_config
 from shoal.run.metrics import read_metrics
@@ -55,12 +55,11 @@ def full_run(preset: str, overrides: list[str], scheme: str, steps: int, out: Pa
     """A full run of ``scheme``'s: its steady env steps per second, with epsilon at its end
     value from the first step, as ``shoal bench`` times every scheme (a real run's steps
     go mostly past the decay; a short check's would not: MinAtar decays over 100k)."""
-    eps_end = load_config(preset, overrides).explore.eps_end
     result = shoal.train(
         preset,
         overrides=[
             *overrides,
-            f"explore.eps_start={eps_end!r}",
+            *at_end_epsilon(load_config(preset, overrides)),
             f"run.runner='{scheme}'",
             f"run.total_steps={steps}",
             f"run.eval_every={10 * steps}",

@@ -28,7 +28,7 @@ from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
 from shoal.config import Config, config_to_dict, load_config
 from shoal.errors import ConfigError
 
-__all__ = ["SCHEMES", "Parts", "Report", "Window", "bench"]
+__all__ = ["SCHEMES", "Parts", "Report", "Window", "at_end_epsilon", "bench"]
 
 SCHEMES = ("serial", "threads", "processes", "ray")
 """The schemes ``shoal bench`` weighs for a single-agent env, in this order (a
@@ -132,9 +132,13 @@ def _config(config: Config | str | Path | None, overrides: Sequence[str]) -> Con
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
-    return load_config(
-        None, [f"explore.eps_start={cfg.explore.eps_end!r}"], values=config_to_dict(cfg)
-    )
+    return load_config(None, at_end_epsilon(cfg), values=config_to_dict(cfg))
+
+
+def at_end_epsilon(cfg: Config) -> list[str]:
+    """The overrides that hold ``cfg``'s epsilon at its end value from the first step, as
+    ``shoal bench`` times every scheme (a check against full runs gives them the same)."""
+    return [f"explore.eps_start={cfg.explore.eps_end!r}"]
 
 
 def _schemes(cfg: Config, asked: Sequence[str] | None, known: Sequence[str]) -> list[str]:
