@@ -19,8 +19,10 @@ published epsilon, optionally spread Ape-X style over every env).
 Collection and learning overlap: every ``publish_every`` updates the learner publishes its
 weights and takes in, without waiting, what the workers have sent meanwhile (up to the next
 batch's share each), so workers keep playing with fresh weights instead of blocking on a
-full pipe while the learner trains. Workers that run further ahead block on their pipes,
-so the updates per env step stay the schedule's.
+full pipe while the learner trains. Workers that run further ahead wait: each may have
+``max_ahead`` messages the learner has not taken in (a credit comes back for each it takes),
+so the updates per env step stay the schedule's, and the episodes the learner takes in were
+played with recent weights and the tasks' latest word.
 Self-play is a plug-in (:class:`~shoal.games.selfplay.SelfPlay`): this runner imports no game.
 
 Only whole episodes travel, so a worker that dies (an exception or SIGKILL) loses at most
@@ -66,6 +68,9 @@ __all__ = ["Block", "Place", "ProcessesConfig", "ProcessesRunner", "default_work
 WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
 MAX_FAILURES = 3
+KEPT_VERSIONS = 100_000
+"""Weights versions whose updates the learner keeps for the policy lag (a message played
+with older weights is left out of it)."""
 """Restarts in a row without an episode after which a worker's failure stops the run."""
 
 
@@ -193,12 +198,11 @@ def _rollout(
     )
     acting.pull()
     acting.configure(*conn.recv())  # the learner sends its tasks first (MAPF: the stages)
-    index = 0
+    index = ahead = 0
     # A learner killed with SIGKILL cannot stop its workers: they notice it is gone (a new
     # parent, or a broken pipe on send) and exit by themselves.
     while parent_alive():
-        while conn.poll():  # what the tasks say of the next episodes, when it changes
-            acting.configure(*conn.recv())
+        ahead = _take_messages(conn, acting, ahead, cfg.processes.max_ahead, parent_alive)
         acting.play(1, pull_every=1)  # one step of every env, newer weights before each
         # A message per env's worth of episodes: the learner's receive costs per message.
         if acting.ended >= acting.num_envs:
@@ -206,6 +210,28 @@ def _rollout(
             block = Block.of(acting.take_sent(), ids, actor.version)
             conn.send(block)
             index += block.episodes
+            ahead += 1
+
+
+def _take_messages(
+    conn: Connection, acting: Any, ahead: int, limit: int, parent_alive: Callable[[], bool]
+) -> int:
+    """The learner's messages to a worker: credits (an int: messages it took in) and what
+    the tasks say of the next episodes, when that changes. With ``limit`` messages not yet
+    taken in, waits for a credit: a pipe's buffer would let a worker run ~1,000 updates
+    ahead of a busy learner (CartPole, 2 cores), and its tasks reach the learner's intake
+    that late. Returns the messages still ahead."""
+    while True:
+        waiting = ahead >= limit
+        if not conn.poll(0.5 if waiting else 0):
+            if not waiting or not parent_alive():
+                return ahead
+            continue
+        message = conn.recv()
+        if isinstance(message, int):
+            ahead -= message
+        else:
+            acting.configure(*message)
 
 
 @dataclass
@@ -250,6 +276,10 @@ class ProcessesRunner(DQNRunner):
         """Blocks taken in while the learner learned, per worker, in arrival order: the
         next collection's first (not yet in replay, nor counted as steps)."""
         self._since_publish = 0
+        self._published: dict[int, int] = {}
+        """The learner's updates at each weights version published (for the policy lag)."""
+        self._lags: list[int] = []
+        """Policy lag of each message checked since the last tick."""
         template = self.learner.weights()
         self.store = SharedWeightStore(template, meta_keys=("epsilon",))
         self.plugins = [
@@ -321,6 +351,10 @@ class ProcessesRunner(DQNRunner):
         slot.last_heard = time.monotonic()
         slot.budget.succeeded()
         self._pending.setdefault(worker, []).append(block)
+        try:
+            slot.worker.conn.send(1)  # a credit: it may send one message more
+        except OSError:  # it died after sending: the next collection restarts it
+            pass
 
     def _short(self, per_worker: int) -> list[int]:
         """The workers whose pending blocks hold fewer than ``per_worker`` episodes."""
@@ -435,6 +469,8 @@ class ProcessesRunner(DQNRunner):
                 f"on, after {expected}: an episode arrived twice or was lost"
             )
         self.received[key] = expected + block.episodes
+        if block.weights_version in self._published:
+            self._lags.append(self.updates - self._published[block.weights_version])
         for plugin in self.plugins:
             for end in block.ended:
                 plugin.on_episode(end.meta, end.final_reward)
@@ -448,7 +484,9 @@ class ProcessesRunner(DQNRunner):
     def _publish_weights(self) -> dict[str, Any]:
         weights = self.learner.weights()
         meta = {"epsilon": self.epsilon(self._step)}
-        self.store.publish(weights, meta)
+        version = self.store.publish(weights, meta)
+        self._published[version] = self.updates
+        self._published.pop(version - KEPT_VERSIONS, None)
         self._since_publish = 0
         return weights
 
@@ -463,11 +501,16 @@ class ProcessesRunner(DQNRunner):
         return out
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
-        """Samples/s, worker restarts, and what the tasks add (MAPF: replay size, the
-        curriculum's stages)."""
+        """Samples/s, worker restarts, the policy lag since the last tick (the updates
+        between the newest weights behind a message and the learner's as it took the
+        message in, averaged), and what the tasks add (MAPF: replay size, the curriculum's
+        stages)."""
+        lags, self._lags = self._lags, []
+        lag = {"policy_lag": float(np.mean(lags))} if lags else {}
         return {
             **super().tick_metrics(updates_per_s),
             "restarts": float(self.restarts),
+            **lag,
             **self.tasks.tick_metrics(len(self.replay)),
         }
 

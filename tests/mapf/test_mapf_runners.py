@@ -115,8 +115,18 @@ def test_a_ray_mapf_run_trains_through_the_replay_actor(tmp_path, tiny, ray_sess
 
 def test_a_processes_mapf_run_sends_the_curriculums_stages_to_its_workers(tmp_path, tiny):
     # A stage's first success promotes it: the 3-agent stage opens early in the run, and
-    # the workers (told through their pipes) play it.
-    promote = {"mapf__promote_episodes": 1, "run__total_steps": 1000}
+    # the workers (told through their pipes) play it. Random play makes that first success
+    # the same episode however the workers and the learner interleave (a learned policy's
+    # came as late as step 768 of 1000 when workers pulled newer weights), and one message
+    # ahead at most lets the stage reach the learner's intake a few episodes later.
+    promote = {
+        "mapf__promote_episodes": 1,
+        "run__total_steps": 1000,
+        "explore__eps_start": 1.0,
+        "explore__eps_end": 1.0,
+        "processes__episodes_per_batch": 1,
+        "processes__max_ahead": 1,
+    }
     over = ["run.runner=processes", "processes.workers=2", *mapf_run(tiny, **promote)]
     result = shoal.train("mapf", overrides=over, run_dir=tmp_path / "r")
     assert result.env_steps >= 1000 and result.updates > 0

@@ -53,6 +53,9 @@ def test_every_episode_reaches_the_learner_exactly_once(tmp_path, tiny):
     # each env step became exactly one transition: no partial or repeated episodes
     assert len(runner.replay) == result.env_steps
     assert mp.active_children() == []
+    # tick rows say how old the weights behind the episodes taken in were
+    lags = [float(r["policy_lag"]) for r in rows if r["kind"] == "tick" and r["policy_lag"]]
+    assert lags and all(0 <= lag <= result.updates for lag in lags)
 
 
 def test_episodes_out_of_a_workers_order_stop_the_run(tmp_path, tiny):
@@ -140,6 +143,30 @@ def test_learning_publishes_every_k_updates_and_takes_in_episodes_bounded(tmp_pa
     # the next batch's share
     assert runner.cfg.env.num_envs == 1
     assert 0 < most[0] <= runner._per_worker()
+
+
+@pytest.mark.parametrize("ahead", [1, 3])
+def test_a_worker_runs_at_most_max_ahead_messages_ahead_of_the_learner(tmp_path, tiny, ahead):
+    # A learner that takes nothing in: each worker sends max_ahead messages, then waits for
+    # a credit (a pipe's buffer alone held thousands of CartPole steps, played with weights
+    # ~1,000 updates older than the learner's), and one credit lets one more through.
+    runner = make_runner(tmp_path, tiny, processes__max_ahead=ahead)
+    runner.start()
+    try:
+        for slot in runner._slots:
+            conn, firsts = slot.worker.conn, []
+            for _ in range(ahead):
+                assert conn.poll(60), "a worker sent fewer messages than it may"
+                firsts.append(conn.recv().first)
+            assert not conn.poll(2.0), "a worker ran past max_ahead"
+            conn.send(1)
+            assert conn.poll(60), "a credit did not let the worker go on"
+            firsts.append(conn.recv().first)
+            assert not conn.poll(1.0)
+            assert firsts == sorted(firsts) and firsts[0] == 0
+    finally:
+        runner.stop()
+        runner.close()
 
 
 def test_a_failure_between_updates_gives_the_rest_back(tmp_path, tiny):
