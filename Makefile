@@ -45,6 +45,7 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/learner_threads.py
 	$(PY) benchmarks/gil_overlap.py
 	$(PY) benchmarks/rollout_scaling.py
+	$(PY) benchmarks/policy_lag.py
 	$(PY) benchmarks/connect4_selfplay.py
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/independent_agents.py

@@ -218,7 +218,7 @@ def _take_messages(
 ) -> int:
     """The learner's messages to a worker: credits (an int: messages it took in) and what
     the tasks say of the next episodes, when that changes. With ``limit`` messages not yet
-    taken in, waits for a credit: a pipe's buffer would let a worker run ~1,000 updates
+    taken in, waits for a credit: a pipe's buffer would let a worker run ~1,500 updates
     ahead of a busy learner (CartPole, 2 cores), and its tasks reach the learner's intake
     that late. Returns the messages still ahead."""
     while True:

@@ -61,7 +61,7 @@ class ProcessesConfig:
     learner has not taken in; beyond them it waits. This bounds how old the weights behind
     the learner's new episodes are, and how late a change of the tasks (MAPF's stages)
     reaches them, whatever an observation's size (a pipe's buffer alone let a 2-core
-    CartPole run take in episodes played ~1,000 updates earlier)."""
+    CartPole run take in episodes played ~1,500 updates earlier)."""
     worker_timeout: float = param(60.0, gt=0.0, le=86400.0)
     """Seconds a worker may stay silent before it is killed and restarted."""
     max_episodes: int = param(0, ge=0)

@@ -149,7 +149,7 @@ def test_learning_publishes_every_k_updates_and_takes_in_episodes_bounded(tmp_pa
 def test_a_worker_runs_at_most_max_ahead_messages_ahead_of_the_learner(tmp_path, tiny, ahead):
     # A learner that takes nothing in: each worker sends max_ahead messages, then waits for
     # a credit (a pipe's buffer alone held thousands of CartPole steps, played with weights
-    # ~1,000 updates older than the learner's), and one credit lets one more through.
+    # ~1,500 updates older than the learner's), and one credit lets one more through.
     runner = make_runner(tmp_path, tiny, processes__max_ahead=ahead)
     runner.start()
     try:
