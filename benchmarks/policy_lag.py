@@ -73,7 +73,8 @@ def main() -> None:
     median = {n: {k: float(np.median([r[k] for r in rs])) for k in rs[0]} for n, rs in runs.items()}
     for name, m in median.items():
         print(
-            f"{name:>12}: policy lag {m['policy_lag']:.0f} updates (max {m['policy_lag_max']:.0f}), "
+            f"{name:>12}: policy lag {m['policy_lag']:.0f} updates "
+            f"(max {m['policy_lag_max']:.0f}), "
             f"{m['steps_per_s']:.0f} env steps/s, last 50 episodes' return {m['last_return']:.0f}"
         )
     bounded, pipe = median["max_ahead=4"], median["pipe only"]
