@@ -68,10 +68,10 @@ __all__ = ["Block", "Place", "ProcessesConfig", "ProcessesRunner", "default_work
 WORKER_STREAM = 4
 """Seed stream of worker resets and exploration."""
 MAX_FAILURES = 3
+"""Restarts in a row without an episode after which a worker's failure stops the run."""
 KEPT_VERSIONS = 100_000
 """Weights versions whose updates the learner keeps for the policy lag (a message played
 with older weights is left out of it)."""
-"""Restarts in a row without an episode after which a worker's failure stops the run."""
 
 
 def default_workers() -> int:
