@@ -459,8 +459,8 @@ class ProcessesRunner(DQNRunner):
             plugin.close()
 
     def _check(self, block: Block) -> None:
-        """Refuse episodes out of their worker's order (one sent twice, or one lost); tell
-        plug-ins the episodes' results."""
+        """Refuse episodes out of their worker's order (one sent twice, or one lost); note
+        the message's policy lag; tell plug-ins the episodes' results."""
         key = (block.worker, block.incarnation)
         expected = self.received.get(key, 0)
         if block.first != expected:
@@ -502,9 +502,9 @@ class ProcessesRunner(DQNRunner):
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples/s, worker restarts, the policy lag since the last tick (the updates
-        between the newest weights behind a message and the learner's as it took the
-        message in, averaged), and what the tasks add (MAPF: replay size, the curriculum's
-        stages)."""
+        between the newest weights behind a message and the learner's as the message
+        entered replay, averaged), and what the tasks add (MAPF: replay size, the
+        curriculum's stages)."""
         lags, self._lags = self._lags, []
         lag = {"policy_lag": float(np.mean(lags))} if lags else {}
         return {
