@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable, Sequence
@@ -21,7 +22,7 @@ import numpy as np
 from shoal.config import Config, config_to_dict, load_config, load_run_config, save_config
 from shoal.errors import CheckpointError, ConfigError
 from shoal.run.directory import RunDir
-from shoal.run.imports import local_name
+from shoal.run.imports import local_name, refusing_user_code
 from shoal.run.loop import TrainResult
 from shoal.run.runner import torch_threads
 
@@ -55,13 +56,14 @@ def _run(
     from shoal.sync.segments import sweep_dead_segments
 
     sweep_dead_segments()
-    with preemption_signals():
+    with preemption_signals(), contextlib.ExitStack() as held:
         runner = build_runner(runner_for(cfg), cfg)
         loop = None
         fresh = not isinstance(run, RunDir)
         try:
             if fresh:
                 run = run()
+                held.enter_context(run.lock())  # released after a failed start's removal
                 save_config(cfg, run.config)
                 run.check_writable(runner.checkpoint_bytes())
             with checkpoint_fits(run.checkpoint):
@@ -71,9 +73,10 @@ def _run(
                 # failed resume leaves the run directory as it was.
                 save_config(cfg, run.config)
             return loop.run()
-        except BaseException:
+        except BaseException as e:
             if fresh and isinstance(run, RunDir) and (loop is None or not loop.started):
-                shutil.rmtree(run.path, ignore_errors=True)
+                shutil.rmtree(run.path, ignore_errors=True)  # nothing trained: nothing kept
+                e.run_dir = None  # type: ignore[attr-defined]  # the CLI's line: none saved
             raise
         finally:
             try:
@@ -106,6 +109,7 @@ def train(
     resume: str | Path | None = None,
     network: Callable[..., Any] | str | None = None,
     on_eval: Callable[[int, float], bool] | None = None,
+    trust_code: bool = False,
 ) -> TrainResult:
     """Train a DQN agent and return where it went and how it did.
 
@@ -125,6 +129,9 @@ def train(
         on_eval: called with (env step, mean greedy return) after every evaluation;
             returning True ends the run at its next episode boundary, checkpointed and
             evaluated as at its end (``shoal tune`` prunes trials this way).
+        trust_code: ``resume`` may run code its config names (its env's modules, a
+            network factory, a recipe: see :mod:`shoal.run.consent`); without it, a run
+            that names any stops with one line listing the modules.
 
     Everything is validated (config, env, run directory) before any work starts.
     """
@@ -138,7 +145,7 @@ def train(
     if resume is not None:
         if config is not None:
             raise ConfigError("give either a config or resume=RUN_DIR, not both")
-        return _resume(resume, overrides, on_eval)
+        return _resume(resume, overrides, on_eval, trust_code=trust_code)
     if isinstance(config, Config):
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
@@ -153,14 +160,33 @@ def _resume(
     resume: str | Path,
     overrides: Sequence[str],
     on_eval: Callable[[int, float], bool] | None = None,
+    *,
+    trust_code: bool = False,
 ) -> TrainResult:
     """Continue the run in ``resume`` from its latest checkpoint (its config, with
-    ``overrides`` on top), after every check that would fail it."""
+    ``overrides`` on top), after every check that would fail it; this process holds the
+    run's lock from before it reads the run's state to the end."""
+    run = RunDir.open(resume)
+    with run.lock():
+        cfg, state = _resume_checks(run, overrides, trust_code)
+        with refusing_user_code(f"run '{run.path}'", refuse=not trust_code):
+            return _run(cfg, run, resume=state, on_eval=on_eval)
+
+
+def _resume_checks(
+    run: RunDir, overrides: Sequence[str], trust_code: bool
+) -> tuple[Config, dict[str, Any]]:
+    """The resumed run's config and checkpoint, once every check has passed: the user's
+    consent to the code it names, the same runner and env, a local Ray unless an address
+    is given again, room for a checkpoint, a checkpoint to continue."""
+    from shoal.config import _parse_override
     from shoal.run.checkpoint import load_checkpoint
+    from shoal.run.consent import check_consent
     from shoal.runners import runner_for
 
-    run = RunDir.open(resume)
     saved = load_run_config(run.config)
+    given = frozenset(".".join(_parse_override(o)[:2]) for o in overrides)
+    check_consent(saved, f"run '{run.path}'", trust_code=trust_code, user_keys=given)
     cfg = load_run_config(run.config, overrides)
     if cfg.run.runner != saved.run.runner:
         raise ConfigError(
@@ -172,6 +198,7 @@ def _resume(
             f"config key 'env.id': {cfg.env.id!r} cannot resume a run trained on "
             f"{saved.env.id!r} (its networks and replay are that env's)"
         )
+    _local_ray_unless_given(cfg, given)
     runner_for(cfg).preflight(cfg)
     check_device(cfg)
     # Room for a checkpoint the size of the last one, before loading it.
@@ -184,7 +211,20 @@ def _resume(
         )
     state = load_checkpoint(run.checkpoint)
     _check_unfinished(cfg, state, run)
-    return _run(cfg, run, resume=state, on_eval=on_eval)
+    return cfg, state
+
+
+def _local_ray_unless_given(cfg: Config, given: frozenset[str]) -> None:
+    """A resumed ray run never dials the cluster its config names (joining one lets it
+    send the driver objects to unpickle): it resumes on a local Ray, said in one line,
+    unless the address is given again (``--ray-address``, ``ray.address``)."""
+    address = getattr(cfg.extra.get("ray"), "address", None)
+    if cfg.run.runner != "ray" or not address or "ray.address" in given:
+        return
+    from shoal.runners.ray.address import forget_saved_address
+
+    cfg.extra["ray"].address = None
+    forget_saved_address(address, "run")
 
 
 def check_device(cfg: Config) -> None:
@@ -261,11 +301,14 @@ def train_dqn(
 
 
 def open_run_checkpoint(
-    run_dir: str | Path, episodes: int, checkpoint: str
+    run_dir: str | Path, episodes: int, checkpoint: str, *, trust_code: bool = False
 ) -> tuple[Config, dict[str, Any], Path]:
     """A finished or stopped run's config, its ``best`` or ``latest`` checkpoint and that
-    checkpoint's path (``episodes``, what the caller will play, is checked first)."""
+    checkpoint's path (``episodes``, what the caller will play, is checked first). Its
+    config is read as data: one line if it names code of its own, unless ``trust_code``
+    (:mod:`shoal.run.consent`)."""
     from shoal.run.checkpoint import load_checkpoint
+    from shoal.run.consent import check_consent
 
     if episodes <= 0:
         raise ConfigError(f"episodes: {episodes} is out of range; allowed: > 0")
@@ -273,6 +316,7 @@ def open_run_checkpoint(
         raise ConfigError(f"checkpoint: {checkpoint!r} is not one of 'best', 'latest'")
     run = RunDir.open(run_dir)
     cfg = load_run_config(run.config)
+    check_consent(cfg, f"run '{run.path}'", trust_code=trust_code)
     path = run.best if checkpoint == "best" else run.checkpoint
     if checkpoint == "best" and not path.is_file():
         path = run.checkpoint  # a run stopped before its first evaluation has only latest
@@ -290,17 +334,24 @@ def evaluate_run(
     episodes: int = 20,
     seed: int | None = None,
     checkpoint: str = "best",
+    *,
+    trust_code: bool = False,
 ) -> np.ndarray:
     """Greedy returns of a run's ``best`` (default) or ``latest`` checkpoint over
     ``episodes`` fresh episodes (a multi-agent run: the collective return of each), as
     the run's runner evaluates its checkpoints. The default ``seed`` (the run's + 1) gives
-    starts the training-time evaluations never saw."""
+    starts the training-time evaluations never saw. ``trust_code``: the run may run code
+    its config names (see :func:`train`)."""
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
-    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint)
+    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code)
     seed = cfg.run.seed + 1 if seed is None else seed
-    with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
+    with (
+        refusing_user_code(f"run '{run_dir}'", refuse=not trust_code),
+        checkpoint_fits(path, "the run's config"),
+        torch_threads(cfg.run.torch_threads),
+    ):
         return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
 
 
@@ -311,24 +362,29 @@ def play_run(
     checkpoint: str = "best",
     *,
     epsilon: float = 0.0,
+    trust_code: bool = False,
 ) -> list[EpochResult]:
     """Episodes of a multi-agent run's agents (its ``best`` or ``latest`` weights), greedy
     unless ``epsilon`` says otherwise: every agent's return, the turns and the social
     outcomes of each (:class:`~shoal.runners.agents.epochs.EpochResult`). Episode k resets with a
     seed derived from ``seed`` (default: the run's seed + 1, starts its evaluations never
     saw) and k, so two runs, or trained and random agents (``epsilon=1``), meet the same
-    worlds."""
+    worlds. ``trust_code``: the run may run code its config names (see :func:`train`)."""
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners.agents.epochs import play_checkpoint
 
-    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint)
+    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code)
     if not _multi_agent(cfg):
         raise ConfigError(
             f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
             "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
         )
     base = cfg.run.seed + 1 if seed is None else seed
-    with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
+    with (
+        refusing_user_code(f"run '{run_dir}'", refuse=not trust_code),
+        checkpoint_fits(path, "the run's config"),
+        torch_threads(cfg.run.torch_threads),
+    ):
         return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
 
 

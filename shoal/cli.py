@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -115,6 +114,7 @@ def _train_parser(sub: argparse._SubParsersAction) -> None:
         ray_address=True,
     )
     train.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its checkpoint")
+    _add_trust_code(train, "--resume: the run")
 
 
 def _config_command(
@@ -228,6 +228,7 @@ def _tune_parser(sub: argparse._SubParsersAction) -> None:
     )
     tune.add_argument("--study-dir", metavar="DIR", help="the study's directory (must not exist)")
     tune.add_argument("--resume", dest="study_resume", metavar="DIR", help="continue a study")
+    _add_trust_code(tune, "--resume: the study")
     tune.add_argument(
         "--ray", action="store_true", help="trials as tasks of a Ray cluster (default: local Ray)"
     )
@@ -258,7 +259,7 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
         "--seconds",
         type=float,
         default=120.0,
-        help="the measuring budget, start-up aside (default 120)",
+        help="the measuring budget in seconds, start-up aside (default 120, at most 86400: a day)",
     )
     bench.add_argument(
         "--runners",
@@ -282,6 +283,7 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:
     )
     ev.add_argument("--episodes", type=positive_int, default=20, help="episodes (default 20)")
     ev.add_argument("--seed", type=non_negative_int, help="reset seed (default: run seed + 1)")
+    _add_trust_code(ev, "the run")
     ex = sub.add_parser(
         "export",
         help="write a run's trained network weights (a state_dict) for your own code",
@@ -294,6 +296,17 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("run_dir", metavar="RUN_DIR")
     ex.add_argument("--checkpoint", choices=("best", "latest"), default="best")
     ex.add_argument("--out", required=True, metavar="FILE", help="where to write the weights")
+    _add_trust_code(ex, "the run")
+
+
+def _add_trust_code(p: argparse.ArgumentParser, what: str) -> None:
+    """``--trust-code``: the opt-in to run code a received run names (shoal.run.consent)."""
+    p.add_argument(
+        "--trust-code",
+        action="store_true",
+        help=f"{what} may run code its config names (its env's modules, a network factory, "
+        "a recipe); without it such a run stops, naming the modules",
+    )
 
 
 def _sudoku_parser(sub: argparse._SubParsersAction) -> None:
@@ -444,14 +457,13 @@ def _train(args: argparse.Namespace) -> int:
             "--resume continues a run with its own config; drop CONFIG/--env/--run-dir"
         )
     overrides = _run_overrides(args)
-    target = args.resume or args.run_dir
     try:
         if args.resume:
-            result = train(resume=args.resume, overrides=overrides)
+            result = train(resume=args.resume, overrides=overrides, trust_code=args.trust_code)
         else:
             result = train(args.config, overrides=overrides, run_dir=args.run_dir)
     except KeyboardInterrupt as e:
-        return _interrupted(e, target)
+        return _interrupted(e, args.resume)
     solved = (
         f", solved at step {result.solved_step} ({result.solved_wall_seconds:.1f} s)"
         if result.solved_step is not None
@@ -491,6 +503,8 @@ def _tune(args: argparse.Namespace) -> int:
                 hours=args.hours,
                 parallel=args.parallel,
                 progress=not args.no_progress,
+                trust_code=args.trust_code,
+                ray_address=args.tune_ray_address,
             )
         else:
             result = _new_study(args, tuning)
@@ -542,10 +556,11 @@ def _new_study(args: argparse.Namespace, tuning: Any) -> Any:
     return tuning.tune(base, space, settings, study_dir, progress=not args.no_progress)
 
 
-def _interrupted(e: KeyboardInterrupt, target: str | None) -> int:
+def _interrupted(e: KeyboardInterrupt, resumed: str | None) -> int:
     """The line after Ctrl-C, SIGTERM or SIGUSR1 stopped a run (its checkpoint written):
-    where it is and how to go on."""
-    run_dir = getattr(e, "run_dir", None) or target
+    where it is and how to go on. ``e.run_dir`` is the run's directory, None where a run
+    cut before training began was removed; a resumed run's stays."""
+    run_dir = getattr(e, "run_dir", resumed)
     saved = f"checkpoint saved in {run_dir}; continue with `shoal train --resume {run_dir}`"
     # Cut before the run directory existed: nothing to resume.
     return _stopped(
@@ -592,7 +607,7 @@ def _export(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise ShoalError(f"--out '{out}' is a directory; name a file (e.g. {out}/policy.pt)")
-    policy = load_policy(args.run_dir, args.checkpoint)
+    policy = load_policy(args.run_dir, args.checkpoint, trust_code=args.trust_code)
     state = policy.network.state_dict()
     try:
         atomic_write(out, lambda f: torch.save(state, f))
@@ -606,7 +621,9 @@ def _export(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     from shoal.api import evaluate_run
 
-    returns = evaluate_run(args.run_dir, args.episodes, args.seed, args.checkpoint)
+    returns = evaluate_run(
+        args.run_dir, args.episodes, args.seed, args.checkpoint, trust_code=args.trust_code
+    )
     print(
         f"{len(returns)} episodes: mean {returns.mean():.2f}, std {returns.std():.2f}, "
         f"min {returns.min():.2f}, max {returns.max():.2f}"
@@ -707,8 +724,10 @@ def _sudoku(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from shoal.bench import bench
+    from shoal.bench import bench, check_seconds
     from shoal.run.progress import TrainProgress
+
+    check_seconds(args.seconds)  # before anything starts: no bar, no timing
 
     schemes = None if args.runners is None else [s.strip() for s in args.runners.split(",")]
     overrides = _run_overrides(args)
@@ -720,8 +739,7 @@ def _bench(args: argparse.Namespace) -> int:
         spent[0] += seconds
 
     try:
-        finite = math.isfinite(args.seconds) and args.seconds > 0  # else bench() says why
-        total = max(1, round(args.seconds)) if finite else 1
+        total = max(1, round(args.seconds))
         with TrainProgress(total, enabled=shown, description="bench (s)") as bar:
             report = bench(
                 args.config,
@@ -765,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return handlers[args.command](args)
     except ShoalError as e:
         print(f"shoal: error: {e}", file=sys.stderr)
-        return 2
+        return e.exit_code
 
 
 if __name__ == "__main__":  # pragma: no cover

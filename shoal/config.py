@@ -87,7 +87,11 @@ literature; more overflows numpy's array byte count for image observations."""
 def param(default: Any, **rules: Any) -> Any:
     """A dataclass field carrying validation rules as metadata: bounds ``ge``, ``gt``,
     ``le``, ``lt`` (combined: ``ge=0.0, le=1.0`` allows 0.0 <= value <= 1.0), ``choices``,
-    and for lists ``allow_empty`` (the bounds then apply to each element)."""
+    and for lists ``allow_empty`` (the bounds then apply to each element). ``code`` marks
+    a key that names code to import (:mod:`shoal.run.consent` lists them before a received
+    run is opened): ``"modules"`` (module names), ``"path"`` (a ``module:attribute``),
+    ``"recipe"`` (a registered name or a path), ``"env"`` (an env id, ``module:Id`` or
+    ``pettingzoo:module``)."""
     if isinstance(default, list):
         return field(default_factory=lambda: list(default), metadata=rules)
     return field(default=default, metadata=rules)
@@ -101,11 +105,11 @@ VECTOR_ENGINES = ("sync", "async", "envpool")
 class EnvConfig:
     """The environment to learn on."""
 
-    id: str = "CartPole-v1"
+    id: str = param("CartPole-v1", code="env")
     """Gymnasium environment id ('module:Id' imports the module first); its action space must
     be Discrete, or Tuple(Discrete, Box) with a bounded 1-D Box (hybrid actions). The agents
     runner takes a world: 'shoal/Harvest-v0' or 'pettingzoo:package.module'."""
-    imports: list[str] = param([], allow_empty=True)
+    imports: list[str] = param([], allow_empty=True, code="modules")
     """Modules imported before the env is made, in this process and in every worker and Ray
     actor: a package that registers its envs on import (shoal train --import MODULE)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -149,7 +153,7 @@ encoder)."""
 class DQNConfig:
     """The DQN learner: network, loss and optimizer."""
 
-    network: str = ""
+    network: str = param("", code="path")
     """Your own Q-network: 'package.module:factory', a function called with the env's
     observation and action spaces that returns a torch.nn.Module mapping observations
     (batch, obs_dim) to Q-values (batch, n_actions); every runner and shoal eval build it
@@ -175,16 +179,19 @@ class DQNConfig:
     """Discount factor."""
     n_step: int = param(3, ge=1, le=2**16)
     """Steps of real reward before bootstrapping (n-step returns)."""
-    lr: float = param(1e-3, gt=0.0)
-    """Adam learning rate."""
-    adam_eps: float = param(1e-8, gt=0.0)
-    """Adam epsilon."""
+    lr: float = param(1e-3, gt=0.0, le=1.0)
+    """Adam learning rate (at most 1: Adam moves every weight by about lr per update, and a
+    step as large as the weights themselves never trains; DQNs use 1e-5 to 1e-2)."""
+    adam_eps: float = param(1e-8, gt=0.0, le=1.0)
+    """Adam epsilon (at most 1: it only keeps the step's denominator off zero; 1e-8 to
+    1.5e-4 in practice, and a larger one turns Adam into plain SGD)."""
     batch_size: int = param(64, gt=0, le=MAX_BATCH)
     """Transitions per gradient step."""
-    huber_delta: float = param(1.0, gt=0.0)
-    """Huber loss threshold between the quadratic and linear parts."""
-    max_grad_norm: float = param(10.0, gt=0.0)
-    """Clip the global gradient norm to this value."""
+    huber_delta: float = param(1.0, gt=0.0, le=1e6)
+    """Huber loss threshold between the quadratic and linear parts (at most 1e6: past any
+    real TD error, where the loss is plain squared error already)."""
+    max_grad_norm: float = param(10.0, gt=0.0, le=1e9)
+    """Clip the global gradient norm to this value (at most 1e9: a larger one never clips)."""
     action_mask: bool = False
     """Observations end with a mask of legal actions (1 = legal, one entry per action):
     exploration, greedy choices and bootstrap targets use legal actions only."""
@@ -264,15 +271,15 @@ class RunConfig:
     runner: str = "serial"
     """Training scheme: one of the registered runners (``shoal train --help`` lists them,
     each with its own config section)."""
-    recipe: str = "auto"
+    recipe: str = param("auto", code="recipe")
     """The agent every runner trains: a registered recipe ('dqn', 'iqn', 'r2d2', 'mapf'),
     a 'module:Class' path to your own (a subclass of shoal.recipes.dqn.DQNRecipe, say, with
     its own loss), or 'auto': the env's own recipe (shoal/Mapf-v0: 'mapf'), else 'dqn'."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
-    max_minutes: float | None = param(None, gt=0.0)
+    max_minutes: float | None = param(None, gt=0.0, le=1e7)
     """Also stop after this many minutes of training, wall clock, across resumes (None: no
-    time limit); for runs measured against a time budget."""
+    time limit); for runs measured against a time budget. At most 1e7 (19 years)."""
     learning_starts: int = param(1_000, ge=0)
     """Env steps collected before the first gradient step."""
     train_freq: int = param(1, gt=0)
@@ -282,10 +289,11 @@ class RunConfig:
     may want 4."""
     gradient_steps: int = param(1, gt=0)
     """Gradient steps per learning phase."""
-    replay_ratio: float | None = param(None, gt=0.0)
+    replay_ratio: float | None = param(None, gt=0.0, le=1024.0)
     """Gradient updates per env step, replacing train_freq and gradient_steps (none: those
     two). Every runner keeps it; the asynchronous ones (processes, ray) hold it by letting
-    whichever side runs ahead wait, so faster actors do not change what the learner learns."""
+    whichever side runs ahead wait, so faster actors do not change what the learner learns.
+    At most 1024 (the most sample-efficient agents use 2 to 128)."""
     eval_every: int = param(2_000, gt=0)
     """Env steps between greedy evaluations."""
     eval_max_share: float = param(0.1, gt=0.0, le=1.0)
@@ -301,8 +309,9 @@ class RunConfig:
     none: 20 returns' worth, i.e. 20 episodes of a single-agent env and ceil(20 / agents),
     at least 2, of a multi-agent world, where every episode gives each agent a return (with
     500-turn episodes, 20 of them made each evaluation as long as minutes of training)."""
-    stop_return: float | None = None
-    """Stop once a greedy evaluation's mean return reaches this (None: never stop early)."""
+    stop_return: float | None = param(None, ge=-1e15, le=1e15)
+    """Stop once a greedy evaluation's mean return reaches this (None: never stop early);
+    -1e15 to 1e15, beyond any env's returns (a float stops counting rewards of 1 at 9e15)."""
     confirm_solve: bool = True
     """Count an evaluation that reaches stop_return as a solve only if as many fresh
     episodes, on starts no evaluation has seen, reach it too (the first evaluation past the
@@ -860,7 +869,12 @@ def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
     """A run directory's saved config (``overrides`` on top): where it was written under
     an older :data:`CONFIG_VERSION`, a key still at the default of its time that has
     changed since (a section's ``CHANGED_DEFAULTS``) takes today's, as if the run had
-    been made today; a value the run chose stays."""
+    been made today; a value the run chose stays. A link is refused, not followed (a run
+    directory is shared data)."""
+    from shoal.run.files import link_refused
+
+    if Path(path).is_symlink():
+        raise ConfigError(link_refused(path))
     version = read_toml(path).get("config_version", 1)
     cfg = load_config(path)
     for _, section in cfg.sections():

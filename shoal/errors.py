@@ -1,7 +1,8 @@
 """Error types for bad input: each names what was wrong and what is allowed.
 
-The CLI turns any :class:`ShoalError` into a one-line message and exit code 2, so every
-check that guards user input raises one of these rather than a bare ``ValueError``.
+The CLI turns any :class:`ShoalError` into a one-line message and exit code 2 (its
+``exit_code``, where a class says otherwise), so every check that guards user input raises
+one of these rather than a bare ``ValueError``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ __all__ = [
     "ConfigError",
     "EnvError",
     "RunDirError",
+    "RunInUseError",
     "ShoalError",
+    "StartFailedError",
+    "UntrustedCodeError",
     "first_line",
 ]
 
@@ -28,6 +32,9 @@ def first_line(error: BaseException) -> str:
 class ShoalError(Exception):
     """Base class for errors caused by the user's input, not by a bug in shoal."""
 
+    exit_code = 2
+    """The CLI's exit code after the error's one line."""
+
 
 class ConfigError(ShoalError, ValueError):
     """A config key, value or file that cannot be used."""
@@ -43,3 +50,19 @@ class CheckpointError(ShoalError):
 
 class RunDirError(ShoalError):
     """A run directory that already exists (would be overwritten) or is not a run."""
+
+
+class UntrustedCodeError(ConfigError):
+    """A run someone made (a run or study directory being opened) names code of its own,
+    and the user has not said they trust it (``--trust-code``, ``trust_code=True``)."""
+
+
+class RunInUseError(RunDirError):
+    """Another process holds the run (or study) directory: one writer per directory."""
+
+
+class StartFailedError(ShoalError):
+    """The run's machinery failed before training began (a Ray node lost at start): not
+    the input's fault, so the CLI exits 1, after one line; nothing was kept."""
+
+    exit_code = 1

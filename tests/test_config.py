@@ -53,7 +53,7 @@ def test_overrides_parse_toml_values_and_bare_words():
     [
         ("dqn.lrr=1", ["dqn.lrr", "lr"]),
         ("foo.lr=1", ["foo", "dqn"]),
-        ("dqn.lr=-1", ["dqn.lr", "-1", "> 0"]),
+        ("dqn.lr=-1", ["dqn.lr", "-1", "0.0 < value <= 1.0"]),
         ("dqn.batch_size=0", ["dqn.batch_size", "0", "0 < value <= 16777216"]),
         ("replay.capacity=-5", ["replay.capacity", "-5"]),
         ("dqn.hidden=[64, 0]", ["dqn.hidden[1]", "0"]),
@@ -304,6 +304,61 @@ def test_sizes_that_numpy_and_torch_would_overflow_are_bounded(override, must_me
     with pytest.raises(ConfigError, match="is out of range") as e:
         load_config(None, [override])
     assert must_mention in str(e.value)
+
+
+def _float_fields() -> list[tuple[str, type, dataclasses.Field]]:
+    """(section, dataclass, field) of every float key (``float``, ``float | None``,
+    ``list[float]``) of every section: the core ones, the runners' and plug-ins' own, and
+    ``[sudoku]``, which lives on its own."""
+    from shoal.tabular.sudoku_training import SECTION, SudokuConfig
+
+    sections = [(name, type(obj)) for name, obj in Config().sections()]
+    found = []
+    for name, cls in [*sections, (SECTION, SudokuConfig)]:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if hints[f.name] in (float, float | None, list[float]):
+                found.append((name, cls, f))
+    return found
+
+
+def test_every_float_key_has_an_upper_bound():
+    """``--set dqn.lr=1e300`` trained: a float key with no upper bound takes any finite
+    number, however absurd."""
+    fields = _float_fields()
+    assert len(fields) > 30  # the walk finds the sections' keys
+    unbounded = [f"{n}.{f.name}" for n, _, f in fields if not {"le", "lt"} & set(f.metadata)]
+    assert unbounded == []
+
+
+@pytest.mark.parametrize(
+    ("name", "cls", "f"),
+    [pytest.param(*item, id=f"{item[0]}.{item[2].name}") for item in _float_fields()],
+)
+def test_a_float_above_its_upper_bound_is_refused(name, cls, f):
+    bound = f.metadata.get("le", f.metadata.get("lt"))
+    over = bound + max(1.0, abs(bound))
+    text = (
+        f"[{over!r}, {over!r}]" if typing.get_type_hints(cls)[f.name] == list[float] else repr(over)
+    )
+    override = f"{name}.{f.name}={text}"
+    with pytest.raises(ConfigError) as e:
+        if name == "sudoku":
+            load_section(cls, name, overrides=[override])
+        else:
+            load_config(None, [override])
+    message = str(e.value)
+    assert message.startswith(f"config key '{name}.{f.name}"), message
+    assert f"{over!r} is out of range; allowed: " in message and "\n" not in message
+
+
+def test_the_learning_rate_is_bounded_like_adams_steps():
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["dqn.lr=1e300"])
+    assert str(e.value) == (
+        "config key 'dqn.lr': 1e+300 is out of range; allowed: 0.0 < value <= 1.0"
+    )
+    assert load_config(None, ["dqn.lr=1"]).dqn.lr == 1.0
 
 
 def test_bad_config_files_name_the_file_on_one_line(tmp_path):

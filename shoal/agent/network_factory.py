@@ -26,7 +26,7 @@ from torch import nn
 
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, first_line
-from shoal.run.imports import load_object, shown
+from shoal.run.imports import check_factory, load_object
 
 __all__ = ["KEY", "build_user_network", "build_user_torso", "check_output"]
 
@@ -79,11 +79,7 @@ def _call_factory(path: str, spec: EnvSpec, key: str) -> nn.Module:
     """What ``path``'s ``factory(observation_space, action_space)`` returns: a module, or
     one line naming ``key``."""
     factory = load_object(path, key, "the network factory's")
-    if not callable(factory):
-        raise ConfigError(
-            f"config key {key!r}: {shown(path)} is a {type(factory).__name__}, not a callable "
-            "factory(observation_space, action_space) -> nn.Module"
-        )
+    check_factory(factory, path, key, "(observation_space, action_space) -> nn.Module")
     obs_space, act_space = spec.spaces()
     try:
         network = factory(obs_space, act_space)

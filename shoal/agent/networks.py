@@ -65,10 +65,16 @@ def apply_network(network: nn.Module, params: Params, obs: torch.Tensor, *rest: 
 def load_weights(network: nn.Module, weights: Params) -> None:
     """Load saved weights into ``network``: every parameter, and the buffers saved with
     them. An evaluation's weights (``best.pt``) are parameters only, so a user's module's
-    buffers (say its action bounds) keep the factory's values; any other mismatch is
-    torch's error."""
-    missing, unexpected = network.load_state_dict(weights, strict=False)
+    buffers (say its action bounds) keep the factory's values. Weights of another shape
+    (a changed ``dqn.hidden``) or names are a one-line ValueError naming the first
+    parameter and both shapes; any other mismatch is torch's error."""
+    from shoal.run.checkpoint import weights_misfit
+
     buffers = {name for name, _ in network.named_buffers()}
+    misfit = weights_misfit(weights, network.state_dict(), optional=buffers)
+    if misfit is not None:
+        raise ValueError(misfit)
+    missing, unexpected = network.load_state_dict(weights, strict=False)
     if unexpected or set(missing) - buffers:
         network.load_state_dict(weights)  # torch's own message names the keys
 

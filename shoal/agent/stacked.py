@@ -194,7 +194,15 @@ class StackedLearner:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restore what :meth:`state_dict` saved (copies: nothing is shared with it)."""
+        """Restore what :meth:`state_dict` saved (copies: nothing is shared with it).
+        Weights of another shape (a changed network or number of agents) are a one-line
+        ValueError naming the first parameter and both shapes, before any is copied."""
+        from shoal.run.checkpoint import weights_misfit
+
+        for part, own in (("online", self.params), ("target", self.target_params)):
+            misfit = weights_misfit(state[part], own)
+            if misfit is not None:
+                raise ValueError(misfit)
         with torch.no_grad():
             for n, p in self.params.items():
                 p.copy_(state["online"][n])

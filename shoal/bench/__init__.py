@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,7 +27,16 @@ from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
 from shoal.config import Config, config_to_dict, load_config
 from shoal.errors import ConfigError
 
-__all__ = ["SCHEMES", "Parts", "Report", "Window", "at_end_epsilon", "bench"]
+__all__ = [
+    "MAX_SECONDS",
+    "SCHEMES",
+    "Parts",
+    "Report",
+    "Window",
+    "at_end_epsilon",
+    "bench",
+    "check_seconds",
+]
 
 SCHEMES = ("serial", "threads", "processes", "ray")
 """The schemes ``shoal bench`` weighs for a single-agent env, in this order (a
@@ -37,9 +45,25 @@ multi-agent world's: :data:`~shoal.bench.worlds.WORLD_SCHEMES`)."""
 PARTS_SHARE = 0.3
 """Of ``seconds``, what timing the parts takes; the windows share the rest."""
 
+MAX_SECONDS = 86_400.0
+"""The largest measuring budget (``--seconds``): a day. The default is 120 s and a few
+minutes settle every scheme; a longer one only keeps a machine busy for nothing."""
+
 RAY_MODES_SHARE = 0.4
 """Of the ray scheme's window, what timing its own modes takes (before the window, on
 the same runner: Ray starts once)."""
+
+
+def check_seconds(seconds: float) -> None:
+    """ConfigError, on one line naming ``--seconds``, the value and the allowed range,
+    unless ``0 < seconds <= MAX_SECONDS``."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+        raise ConfigError(f"--seconds {seconds!r}: expected a number of seconds")
+    if not 0 < seconds <= MAX_SECONDS:  # nan fails both
+        raise ConfigError(
+            f"--seconds {seconds} is out of range; allowed: 0 < seconds <= {MAX_SECONDS:.0f}"
+            " (a day)"
+        )
 
 
 def bench(
@@ -63,8 +87,7 @@ def bench(
     from shoal.sync.workers import check_not_bootstrapping
 
     check_not_bootstrapping("shoal.bench")
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ConfigError(f"--seconds {seconds}: give a positive, finite number of seconds")
+    check_seconds(seconds)
     cfg = _config(config, overrides)
     check_device(cfg)
     world = _is_world(cfg)

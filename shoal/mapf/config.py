@@ -62,17 +62,19 @@ class MapfConfig:
     agent's Q-values rank its moves (an exploring agent's at random) and one PIBT step picks
     the joint move, so replay holds the states shielded play visits. none: each agent its
     own argmax (or random move)."""
-    shield_guide: float = param(3.0, ge=0.0)
+    shield_guide: float = param(3.0, ge=0.0, le=1000.0)
     """With the shield, each agent's Q-values minus this weight times the distance each move
     leaves to its goal rank its moves (:mod:`shoal.mapf.guide`; in reward per cell, DHC
     charges 0.075 a step): the distance settles what the Q-values get badly wrong, the
     Q-values order moves of equal distance. 3 was chosen on a development set
-    (benchmarks/RESULTS.md, "MAPF"); 0: the Q-values alone."""
+    (benchmarks/RESULTS.md, "MAPF"); 0: the Q-values alone; at most 1000, where the distance
+    alone ranks the moves already."""
     envs: int = param(16, gt=0)
     """Worlds each player steps together (one batched forward for all their agents)."""
-    eps_alpha: float = param(7.0, ge=0.0)
+    eps_alpha: float = param(7.0, ge=0.0, le=100.0)
     """Ape-X's exploration exponent over all worlds of all players: world i of W explores
-    at ``epsilon ** (1 + eps_alpha * i / (W - 1))`` (0: every world at epsilon)."""
+    at ``epsilon ** (1 + eps_alpha * i / (W - 1))`` (0: every world at epsilon; at most 100,
+    as ray.eps_alpha)."""
     channels: int = param(16, gt=0)
     """Convolution channels of the encoder."""
     blocks: int = param(1, ge=0)

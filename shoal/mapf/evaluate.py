@@ -531,6 +531,7 @@ def _policies(
     checkpoint: str = "best",
     shield: str | None = None,
     guide: float | None = None,
+    trust_code: bool = False,
 ) -> list[MapfPolicy]:
     """The trained policy (of the run's ``checkpoint``, best or latest), it without
     communication, the baselines (shortest-path agents, PIBT, LaCAM; the trained one alone
@@ -548,9 +549,10 @@ def _policies(
     if not Path(run_dir).is_dir():
         raise RunDirError(f"run directory '{os.fspath(run_dir)}' does not exist")
     # looked up through the module at call time, so tests can patch the loader
-    learned = [mapf_policy.load_policy(run_dir, checkpoint=checkpoint)]
+    trust = {"checkpoint": checkpoint, "trust_code": trust_code}
+    learned = [mapf_policy.load_policy(run_dir, **trust)]
     if baselines:
-        blind = mapf_policy.load_policy(run_dir, comm=False, checkpoint=checkpoint)
+        blind = mapf_policy.load_policy(run_dir, comm=False, **trust)
         learned.append(_Renamed(blind, NO_COMM) if blind.name == learned[0].name else blind)
     policies: list[MapfPolicy] = []
     shields = {"pibt": PibtShield, "lacam": LacamShield}
@@ -650,7 +652,12 @@ def eval_command(opts: MapfEvalOptions) -> EvalReport:
     _check_guide(shield, opts.shield_guide)
     instances = _instances(opts)
     policies = _policies(
-        opts.run_dir, not opts.no_baselines, opts.checkpoint, shield, opts.shield_guide
+        opts.run_dir,
+        not opts.no_baselines,
+        opts.checkpoint,
+        shield,
+        opts.shield_guide,
+        trust_code=opts.trust_code,
     )
     noise = {"epsilon": opts.epsilon, "unstick": opts.unstick}
     report = evaluate(policies, instances, max_steps=opts.max_steps, **noise)

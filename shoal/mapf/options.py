@@ -92,6 +92,9 @@ class MapfEvalOptions:
     unstick: int = option(0, metavar="N")
     """An agent off its goal that has stood still for N steps acts at random until it
     moves, for every policy alike (0: never)."""
+    trust_code: bool = False
+    """Run code the run's config names (its env's modules, a network factory, a recipe);
+    without it such a run is refused, as a received run should be."""
 
 
 def _is_int(value: object) -> bool:

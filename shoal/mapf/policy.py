@@ -197,18 +197,23 @@ def perturbed(policy: MapfPolicy, *, epsilon: float = 0.0, unstick: int = 0) -> 
     return policy
 
 
-def load_policy(run_dir: str | Path, *, comm: bool = True, checkpoint: str = "best") -> MapfPolicy:
+def load_policy(
+    run_dir: str | Path, *, comm: bool = True, checkpoint: str = "best", trust_code: bool = False
+) -> MapfPolicy:
     """The greedy policy of a MAPF run's best checkpoint (its latest before any
     evaluation), or its latest with ``checkpoint="latest"``; ``comm=False`` masks all
-    communication off."""
+    communication off. A run whose config names code of its own opens only with
+    ``trust_code`` (:mod:`shoal.run.consent`)."""
     from shoal.config import load_run_config
     from shoal.mapf.config import MAPF_ID
     from shoal.mapf.player import build_network
     from shoal.run.checkpoint import checkpoint_fits, load_checkpoint
+    from shoal.run.consent import check_consent
     from shoal.run.directory import RunDir
 
     run = RunDir.open(run_dir)
     cfg = load_run_config(run.config)
+    check_consent(cfg, f"run '{run.path}'", trust_code=trust_code)
     if cfg.env.id != MAPF_ID:
         raise ConfigError(f"run '{run.path}': env.id is {cfg.env.id!r}, not a MAPF run")
     if checkpoint not in ("best", "latest"):

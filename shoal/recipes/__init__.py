@@ -76,12 +76,13 @@ def resolve_recipe(value: str, env_id: str = "") -> str:
 
 def load_recipe(value: str) -> Any:
     """The recipe class ``run.recipe`` names."""
-    from shoal.run.imports import load_object
+    from shoal.run.imports import check_recipe_class, load_object
 
     target = RECIPES.get(value, value)
     if not isinstance(target, str):
         return target
     cls = load_object(target, "run.recipe", "the recipe's")
+    check_recipe_class(cls, target)  # before anything calls it
     if value in RECIPES:
         RECIPES[value] = cls
     return cls

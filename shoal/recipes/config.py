@@ -28,9 +28,9 @@ class IQNConfig:
     evaluation read (the loss picks the next action by the mean over its N' fractions)."""
     n_cos: int = param(64, gt=0, le=4096)
     """Cosines in the fractions' embedding."""
-    kappa: float = param(1.0, gt=0.0)
-    """The quantile Huber loss's threshold."""
-    torso: str = ""
+    kappa: float = param(1.0, gt=0.0, le=1e6)
+    """The quantile Huber loss's threshold (at most 1e6, as dqn.huber_delta)."""
+    torso: str = param("", code="path")
     """Your own torso: "package.module:factory", called as factory(observation_space,
     action_space), returning an nn.Module that maps observations (batch, obs_dim) to
     features (batch, width); the fractions multiply its features, then [dqn] hidden

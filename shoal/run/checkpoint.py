@@ -17,15 +17,16 @@ from __future__ import annotations
 import contextlib
 import errno
 import pickle
+import re
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from shoal.errors import CheckpointError, RunDirError, ShoalError
-from shoal.run.files import atomic_write
+from shoal.run.files import atomic_write, open_no_follow
 from shoal.run.plain_data import from_plain, to_plain
 
 __all__ = [
@@ -84,15 +85,14 @@ def load_checkpoint(
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint '{path}' does not exist")
-    try:
-        with open(path, "rb"):  # permissions and the like: the file itself may be fine
-            pass
-    except OSError as e:
+    try:  # never through a link: a shared run's latest.pt may point anywhere
+        file = open_no_follow(path, "rb")
+    except OSError as e:  # permissions and the like: the file itself may be fine
         raise CheckpointError(f"cannot read checkpoint '{path}': {_os_reason(e)}") from None
     try:
-        with warnings.catch_warnings():  # e.g. a pickle protocol torch does not write
+        with file, warnings.catch_warnings():  # e.g. a pickle protocol torch does not write
             warnings.simplefilter("ignore")
-            state = torch.load(path, map_location=map_location, weights_only=True)
+            state = torch.load(file, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as e:
         refused = "GLOBAL" in str(e)  # an object the safe loader would have had to build
         what = "holds objects" if refused else "is corrupt or truncated, or holds objects"
@@ -116,8 +116,82 @@ def checkpoint_fits(path: Path, what: str = "this run's config") -> Iterator[Non
     except ShoalError:
         raise  # already says what is wrong
     except (KeyError, IndexError, TypeError, ValueError, RuntimeError, AttributeError) as e:
-        detail = f"missing field {e}" if isinstance(e, KeyError) else _first_line(e)
+        if isinstance(e, KeyError):
+            detail = f"missing field {e}"
+        else:
+            detail = _state_dict_misfit(str(e)) or _first_line(e)
         raise CheckpointError(f"checkpoint '{path}' does not fit {what}: {detail}") from None
+
+
+def weights_misfit(
+    saved: Mapping[str, Any], own: Mapping[str, Any], *, optional: Collection[str] = ()
+) -> str | None:
+    """Why weights ``saved`` (name -> tensor) cannot load into a network whose own are
+    ``own``, in one line naming the first parameter and both shapes (or the names one side
+    lacks; ``optional``: names of ``own`` that ``saved`` may lack, e.g. buffers); None when
+    they fit. A network's loader raises it as a ValueError, which :func:`checkpoint_fits`
+    turns into the CheckpointError naming the file."""
+    shapes = [
+        (k, tuple(saved[k].shape), tuple(v.shape))
+        for k, v in own.items()
+        if k in saved and hasattr(saved[k], "shape") and hasattr(v, "shape")
+    ]
+    return _misfit_words(
+        [(k, a, b) for k, a, b in shapes if a != b],
+        [k for k in own if k not in saved and k not in optional],
+        [k for k in saved if k not in own],
+    )
+
+
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for (\S+?): copying a param with shape torch\.Size\(\[([^\]]*)\]\) from "
+    r"checkpoint, the shape in current model is torch\.Size\(\[([^\]]*)\]\)"
+)
+"""One line of torch's ``load_state_dict`` error: a parameter whose shape differs."""
+
+
+def _state_dict_misfit(message: str) -> str | None:
+    """torch's ``load_state_dict`` error (``Error(s) in loading state_dict for ...``, one
+    line per problem) in one line naming the first parameter and both shapes, or the names
+    one side lacks; None for any other message."""
+    if not message.startswith("Error(s) in loading state_dict"):
+        return None
+
+    def shape(text: str) -> tuple[int, ...]:
+        return tuple(int(n) for n in text.split(",") if n.strip())
+
+    def names(kind: str) -> list[str]:
+        line = next((x for x in message.splitlines() if f"{kind} key(s) in state_dict:" in x), "")
+        return re.findall(r'"([^"]*)"', line)
+
+    sizes = [(k, shape(a), shape(b)) for k, a, b in _SIZE_MISMATCH.findall(message)]
+    return _misfit_words(sizes, names("Missing"), names("Unexpected"))
+
+
+def _misfit_words(
+    sizes: list[tuple[str, tuple[int, ...], tuple[int, ...]]],
+    missing: list[str],
+    unexpected: list[str],
+) -> str | None:
+    """The first of these problems in words, with how many more there are: parameters whose
+    shape differs (name, the checkpoint's, the network's), names the checkpoint lacks,
+    names the network lacks."""
+    problems = len(sizes) + len(missing) + len(unexpected)
+    if sizes:
+        key, saved, own = sizes[0]
+        first = f"parameter {key!r} is {saved} in the checkpoint, {own} in the network"
+    elif missing:
+        first = f"the network's parameter {missing[0]!r} is not in the checkpoint"
+    elif unexpected:
+        first = f"the checkpoint's parameter {unexpected[0]!r} is not in the network"
+    else:
+        return None
+    more = problems - 1
+    if more > 1:
+        first += f" ({more} more parameters differ)"
+    elif more:
+        first += " (1 more parameter differs)"
+    return first
 
 
 def upgrade_checkpoint(path: Path) -> bool:

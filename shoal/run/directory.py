@@ -1,5 +1,11 @@
 """Run directories: ``OUT/NAME-TIME/`` with the resolved config, metrics, TensorBoard
-events, checkpoints and the learning curve."""
+events, checkpoints and the learning curve.
+
+A run directory is what people share, so an opened one is checked before use: none of its
+files (nor ``checkpoints/`` or ``tb/``) may be a symbolic link, which a writer would follow
+out of the directory (:meth:`RunDir.open`); and one process writes it at a time
+(:meth:`RunDir.lock`, :mod:`shoal.run.lock`).
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shoal.errors import RunDirError
-from shoal.run.files import atomic_write_bytes, sweep_stale_temps
+from shoal.run.files import atomic_write_bytes, link_refused, sweep_stale_temps
+from shoal.run.lock import LOCK_NAME, DirectoryLock
 
 __all__ = ["RunDir"]
 
@@ -58,6 +65,35 @@ class RunDir:
     def curve(self) -> Path:
         """The learning-curve plot."""
         return self.path / "curve.png"
+
+    def entries(self) -> list[Path]:
+        """Every path of the run shoal reads or writes (the folders ``checkpoints/`` and
+        ``tb/`` among them)."""
+        folder = self.checkpoint.parent
+        return [
+            self.config,
+            self.metrics,
+            self.tensorboard,
+            self.curve,
+            self.path / LOCK_NAME,
+            folder,
+            self.checkpoint,
+            self.best,
+            self.error_checkpoint,
+        ]
+
+    def check_links(self) -> None:
+        """One line (:class:`~shoal.errors.RunDirError`) if any of :meth:`entries` is a
+        symbolic link: a shared run could point one at any file, which writing the run
+        (or cutting a torn last row of ``metrics.csv``) would change."""
+        for entry in self.entries():
+            if entry.is_symlink():
+                raise RunDirError(link_refused(entry))
+
+    def lock(self) -> DirectoryLock:
+        """This process's exclusive lock on the run (one line if another holds it); held
+        until released (``with run.lock():``)."""
+        return DirectoryLock(self.path, "run directory").acquire()
 
     def check_writable(self, need_bytes: int = 0) -> None:
         """Check, before any training, that checkpoints can be written here: ``checkpoints/``
@@ -122,10 +158,11 @@ class RunDir:
 
     @classmethod
     def open(cls, path: str | Path) -> RunDir:
-        """An existing run directory (for resume, eval and plot)."""
+        """An existing run directory (for resume, eval and plot), checked for links."""
         run = cls(Path(path))
         if not run.path.is_dir():
             raise RunDirError(f"run directory '{run.path}' does not exist")
+        run.check_links()
         if not run.config.is_file():
             raise RunDirError(f"'{run.path}' is not a shoal run directory (no config.toml)")
         return run

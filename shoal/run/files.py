@@ -1,5 +1,6 @@
 """Atomic file writes: a reader sees the old file or the new one, never half of one. And
-:func:`read_text`, for the text files a user names: their text, or a one-line error.
+:func:`read_text`, for the text files a user names: their text, or a one-line error. And
+:func:`open_no_follow`, for files inside a run directory, which never follows a link.
 
 Every file shoal writes as a whole (checkpoints, configs, saved Q-tables, puzzle sets, plots)
 goes through :func:`atomic_write`: the content goes to a temporary file in the same
@@ -10,7 +11,13 @@ file is removed and the previous file is untouched.
 
 The temp file is opened with ``open(..., "xb")`` rather than ``tempfile.mkstemp``: mkstemp
 creates files readable by the owner only (0600), and the renamed file would keep that mode;
-``open`` applies the usual umask, like a plain write.
+``open`` applies the usual umask, like a plain write. Both refuse a link planted under the
+temp file's name, and the rename replaces a link at the target rather than writing through
+it, so an atomic write never changes a file outside its directory.
+
+A run directory is something people share, so a file in it may be a symbolic link planted
+to make a writer cut or append to a file elsewhere (``metrics.csv`` -> ``~/.bashrc``).
+:func:`open_no_follow` opens such files with ``O_NOFOLLOW``: a link is refused in one line.
 
 Example:
     >>> import tempfile
@@ -32,14 +39,15 @@ import re
 import secrets
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, Any, BinaryIO
 
-from shoal.errors import ShoalError
+from shoal.errors import RunDirError, ShoalError
 
 __all__ = [
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_text",
+    "open_no_follow",
     "read_text",
     "sweep_stale_temps",
 ]
@@ -79,6 +87,40 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
 def atomic_write_text(path: str | os.PathLike[str], text: str, encoding: str = "utf-8") -> Path:
     """Replace ``path`` with ``text`` atomically (see :func:`atomic_write`)."""
     return atomic_write_bytes(path, text.encode(encoding))
+
+
+_MODES = {
+    "r": os.O_RDONLY,
+    "rb": os.O_RDONLY,
+    "rb+": os.O_RDWR,
+    "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+    "ab": os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+    "w": os.O_WRONLY | os.O_TRUNC | os.O_CREAT,
+    "wb": os.O_WRONLY | os.O_TRUNC | os.O_CREAT,
+}
+
+
+def open_no_follow(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) -> IO[Any]:
+    """``open(path, mode, **kwargs)`` for a file inside a run directory, which is refused
+    if it is a symbolic link (:class:`~shoal.errors.RunDirError`, one line) rather than
+    followed; other errors are the usual ``OSError``. ``mode`` is one of r, rb, rb+, a,
+    ab, w, wb."""
+    flags = _MODES[mode] | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError:
+        if os.path.islink(path):
+            raise RunDirError(link_refused(path)) from None
+        raise
+    return os.fdopen(fd, mode, **kwargs)
+
+
+def link_refused(path: str | os.PathLike[str]) -> str:
+    """The one line for a symbolic link found where a run's file should be."""
+    return (
+        f"'{os.fspath(path)}' is a symbolic link; shoal does not follow links inside a run "
+        "directory (a shared run could point one at any file): put the file itself there"
+    )
 
 
 def read_text(

@@ -9,28 +9,43 @@ directory is searched after ``sys.path`` (a console script, unlike ``python -m``
 put it there), and a Ray actor adopts the driver's search path
 (:func:`search_path` / :func:`adopt_search_path`), so a module beside the user's script
 imports wherever the run's processes start on this machine.
+
+Opening a run someone else made (``shoal eval``, ``--resume``) must run none of its code
+unless the user consents (:mod:`shoal.run.consent`): while :func:`refusing_user_code` is in
+force, only shoal's own modules import here, and the working directory is never searched.
+Whatever a name resolves to is checked before it is called (:func:`check_factory`,
+:func:`check_recipe_class`): a path that reaches a builtin (``os:abort``,
+``builtins:breakpoint``) or another module's object is refused by name.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import importlib
+import inspect
 import os
 import reprlib
 import sys
-from collections.abc import Iterable, Sequence
+import types
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from shoal.errors import ConfigError, first_line
+from shoal.errors import ConfigError, UntrustedCodeError, first_line
 
 __all__ = [
     "LOCAL_OBJECTS",
     "adopt_search_path",
+    "check_factory",
     "check_path_syntax",
+    "check_recipe_class",
     "import_modules",
     "importable_elsewhere",
     "load_object",
     "local_name",
+    "refusing_user_code",
     "search_path",
+    "shoals_own",
     "shown",
 ]
 
@@ -61,8 +76,43 @@ def check_path_syntax(key: str, value: str) -> None:
         )
 
 
+_REFUSING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "shoal_refusing_user_code", default=None
+)
+"""While set (to the run being opened), a module that is not shoal's own does not import
+here: the consent check (:mod:`shoal.run.consent`) lists a config's code before anything
+runs, and this catches any name it would have missed. A context variable, so a run this
+process trains in another thread (``shoal tune``'s, a test's) is not affected."""
+
+
+def shoals_own(module: str) -> bool:
+    """Whether ``module`` is part of shoal itself (importing it runs no user code)."""
+    return module == "shoal" or module.startswith("shoal.")
+
+
+@contextlib.contextmanager
+def refusing_user_code(run: str, refuse: bool = True) -> Iterator[None]:
+    """Within the block, importing a module that is not shoal's own by a config's name
+    raises :class:`~shoal.errors.UntrustedCodeError` naming ``run`` (no-op unless
+    ``refuse``)."""
+    if not refuse:
+        yield
+        return
+    token = _REFUSING.set(run)
+    try:
+        yield
+    finally:
+        _REFUSING.reset(token)
+
+
 def _import(module: str, key: str, what: str) -> Any:
     """Import ``module`` (retrying with the working directory searched); one line on failure."""
+    run = _REFUSING.get()
+    if run is not None and not shoals_own(module):
+        raise UntrustedCodeError(
+            f"{run} names module {shown(module)} (config key {key!r}), code that opening it "
+            "would run; add --trust-code (trust_code=True in Python) if you trust the run"
+        )
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
@@ -102,6 +152,14 @@ def load_object(path: str, key: str, what: str = "the") -> Any:
     module_name, _, attr = path.partition(":")
     obj = _import(module_name, key, what)
     for part in attr.split("."):
+        if isinstance(obj, types.ModuleType) and obj.__name__ != module_name:
+            # 'shoal.api:os.abort' would reach os through shoal: a path names its object
+            # in the module that holds it.
+            raise ConfigError(
+                f"config key {key!r}: {shown(path)} reaches module {obj.__name__!r} through "
+                f"{module_name!r}; name the object in its own module ('{obj.__name__}:...'); "
+                "it was not called"
+            )
         try:
             obj = getattr(obj, part)
         except AttributeError:
@@ -109,6 +167,54 @@ def load_object(path: str, key: str, what: str = "the") -> Any:
                 f"config key {key!r}: module {shown(module_name)} has no attribute {shown(attr)}"
             ) from None
     return obj
+
+
+def _builtin(obj: Any) -> bool:
+    """Whether ``obj`` is Python's or a C extension's own callable (``print``,
+    ``os.abort``, ``breakpoint``, ``type``), never a factory or recipe a user writes."""
+    wrappers = (types.MethodWrapperType, types.WrapperDescriptorType)
+    if inspect.isbuiltin(obj) or isinstance(obj, wrappers):
+        return True
+    return getattr(obj, "__module__", None) == "builtins"
+
+
+def check_factory(obj: Any, path: str, key: str, signature: str) -> None:
+    """One line naming ``key`` unless ``obj`` (what ``path`` names) is a callable a user
+    could have written as a factory (``signature`` says what it is called with): not a
+    builtin such as ``os:abort`` or ``builtins:print``, checked before it is called."""
+    if not callable(obj):
+        raise ConfigError(
+            f"config key {key!r}: {shown(path)} is a {type(obj).__name__}, not a callable "
+            f"factory{signature}"
+        )
+    if _builtin(obj):
+        raise ConfigError(
+            f"config key {key!r}: {shown(path)} is Python's built-in "
+            f"{getattr(obj, '__name__', type(obj).__name__)!r}, not a factory{signature}; "
+            "it was not called"
+        )
+
+
+RECIPE_MEMBERS = ("probe", "make_network", "make_learner", "replay_fields")
+"""What every runner calls on a recipe; a class without them is not a recipe."""
+
+
+def check_recipe_class(obj: Any, path: str) -> None:
+    """One line naming ``run.recipe`` unless ``obj`` (what ``path`` names) is a recipe
+    class (one with the members runners call), checked before it is instantiated."""
+    if not inspect.isclass(obj) or _builtin(obj):
+        what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
+        raise ConfigError(
+            f"config key 'run.recipe': {shown(path)} is {what}, not a recipe class (e.g. a "
+            "subclass of shoal.recipes.dqn.DQNRecipe); it was not called"
+        )
+    missing = [m for m in RECIPE_MEMBERS if not callable(getattr(obj, m, None))]
+    if missing:
+        raise ConfigError(
+            f"config key 'run.recipe': class {shown(path)} is not a recipe: it has no "
+            f"{', '.join(missing)} (e.g. subclass shoal.recipes.dqn.DQNRecipe); it was not "
+            "called"
+        )
 
 
 def local_name(obj: Any) -> str:

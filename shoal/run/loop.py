@@ -132,9 +132,10 @@ class RunLoop:
             self.c.update(resume["loop"])
             runner.load_state_dict(resume)
         self._best_on_disk()
+        self._resumed = resume is not None
         self.started = False
-        """Whether the runner started (a run directory that never saw it start holds
-        nothing worth keeping)."""
+        """Whether training began: the runner's first collection came back (a new run's
+        directory that never saw one holds nothing worth keeping, and is removed)."""
         self._t0 = time.perf_counter()
         self._wall_before = self.c["wall"]
 
@@ -309,7 +310,6 @@ class RunLoop:
         try:
             runner.start()
             reclaim_preemption_signals()  # a runner's library may have taken them (Ray)
-            self.started = True
             with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
                 self._training = True
                 self._train(metrics, bar)
@@ -327,8 +327,8 @@ class RunLoop:
             e.run_dir = str(self.run_dir.path)  # type: ignore[attr-defined]  # for the CLI's line
             path = self._final_checkpoint_path(e)
             steps = [runner.stop, runner.interrupt, lambda: self.checkpoint(metrics, path)]
-            if isinstance(e, RunDirError):  # writing a checkpoint failed: it would again
-                steps.pop()
+            if isinstance(e, RunDirError) or not (self.started or self._resumed):
+                steps.pop()  # writing failed (it would again), or a new run never began
             for step in steps:
                 try:  # each on its own: a thread that would not stop must not cost the
                     step()  # checkpoint
@@ -360,6 +360,7 @@ class RunLoop:
         stop = c["solved_step"] is not None and r.stop_return is not None
         while not stop:
             got = runner.collect(c["step"])
+            self.started = True
             c["step"] += got.steps
             if got.episodes:  # now: a checkpoint after a Ctrl-C below counts these steps
                 self._episode_rows(metrics, got)

@@ -41,7 +41,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from shoal.run.files import atomic_write_bytes
+from shoal.run.files import atomic_write_bytes, open_no_follow
 
 __all__ = ["METRIC_FIELDS", "EventFileWriter", "MetricsWriter", "crc32c", "read_metrics"]
 
@@ -112,11 +112,11 @@ class MetricsWriter:
         header = _existing_header(self._path)
         if header is None:
             header = list(METRIC_FIELDS)
-            with open(self._path, "w", newline="", encoding="utf-8") as f:
+            with open_no_follow(self._path, "w", newline="", encoding="utf-8") as f:
                 csv.writer(f).writerow(header)
         self._columns = header
         self._index = {name: i for i, name in enumerate(header)}
-        self._file = open(self._path, "a", newline="", encoding="utf-8")
+        self._file = open_no_follow(self._path, "a", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file)
         self.add_columns(("kind", "step"))  # a no-op unless the file came from elsewhere
 
@@ -186,7 +186,7 @@ class MetricsWriter:
         self._file.flush()
         _rewrite_with_columns(self._path, columns)
         self._file.close()  # the handle points at the replaced file
-        self._file = open(self._path, "a", newline="", encoding="utf-8")
+        self._file = open_no_follow(self._path, "a", newline="", encoding="utf-8")
         self._csv = csv.writer(self._file)
         self._columns = columns
         self._index = {name: i for i, name in enumerate(columns)}
@@ -295,7 +295,7 @@ class EventFileWriter:
         now = time.time()
         name = f"events.out.tfevents.{int(now):010d}.{socket.gethostname()}.{os.getpid()}"
         self.path = log_dir / f"{name}.{next(_event_file_ids)}"
-        self._file = open(self.path, "wb")
+        self._file = open(self.path, "xb")  # a new name: never through a planted link
         self._last_flush = now
         source = _pb_bytes(1, b"tensorboard.summary.writer.event_file_writer")
         self._write(_pb_double(1, now) + _pb_bytes(3, b"brain.Event:2") + _pb_bytes(10, source))
@@ -405,7 +405,7 @@ def _existing_header(path: Path) -> list[str] | None:
     appended starts on a line of its own.
     """
     try:
-        with open(path, "rb+") as f:
+        with open_no_follow(path, "rb+") as f:
             end = f.seek(0, os.SEEK_END)
             if end == 0:
                 return None
@@ -418,7 +418,7 @@ def _existing_header(path: Path) -> list[str] | None:
                     return None
     except FileNotFoundError:
         return None
-    with open(path, newline="", encoding="utf-8") as f:
+    with open_no_follow(path, "r", newline="", encoding="utf-8") as f:
         header = next(csv.reader(f), [])
     if not header:
         raise ValueError(f"{path}: the first line is empty; expected the CSV header")
@@ -435,7 +435,8 @@ def _rewrite_with_columns(path: Path, columns: Sequence[str]) -> None:
     is left.
     """
     path = Path(path)
-    data = path.read_bytes()
+    with open_no_follow(path, "rb") as f:
+        data = f.read()
     text = data.decode("utf-8")
     header = next(csv.reader(io.StringIO(text[: text.find("\n") + 1])), [])
     if list(columns[: len(header)]) != header:
@@ -462,5 +463,5 @@ def _rewrite_with_columns(path: Path, columns: Sequence[str]) -> None:
 def read_metrics(csv_path: Path) -> list[dict[str, str]]:
     """All rows of a run's ``metrics.csv`` as dicts over the header's columns; a cell that
     does not apply is ''."""
-    with open(csv_path, newline="", encoding="utf-8") as f:
+    with open_no_follow(csv_path, "r", newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f, restval=""))

@@ -90,21 +90,34 @@ class Policy:
         return make_env(self.config.env, evaluation=True, **kwargs)
 
 
-def load_policy(run_dir: str | Path, checkpoint: str = "best", *, device: str = "cpu") -> Policy:
+def load_policy(
+    run_dir: str | Path, checkpoint: str = "best", *, device: str = "cpu", trust_code: bool = False
+) -> Policy:
     """The trained policy of a single-agent DQN run: its ``best`` (default) or ``latest``
-    checkpoint's network on ``device``. The user's network factory (``dqn.network``) must
-    import here, as for ``shoal eval``."""
+    checkpoint's network on ``device``. A run whose config names code (its own network
+    factory, env modules, a recipe) opens only with ``trust_code=True``, and that code
+    must import here, as for ``shoal eval`` (:mod:`shoal.run.consent`)."""
+    from shoal.api import open_run_checkpoint
+    from shoal.run.imports import refusing_user_code
+
+    cfg, state, path = open_run_checkpoint(run_dir, 1, checkpoint, trust_code=trust_code)
+    with refusing_user_code(f"run '{run_dir}'", refuse=not trust_code):
+        return _policy(run_dir, cfg, state, path, device)
+
+
+def _policy(
+    run_dir: str | Path, cfg: Any, state: dict[str, Any], path: Path, device: str
+) -> Policy:
+    """The policy of a run's checkpoint, once its config is allowed to load."""
     import torch
 
     from shoal.agent.builder import build_actor
     from shoal.agent.networks import load_weights
-    from shoal.api import open_run_checkpoint
     from shoal.mapf.config import MAPF_ID
     from shoal.recipes import recipe_for
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
-    cfg, state, path = open_run_checkpoint(run_dir, 1, checkpoint)
     if cfg.env.id == MAPF_ID:
         raise ConfigError(
             f"run '{run_dir}' is a MAPF run: evaluate it with `shoal mapf eval {run_dir}`"

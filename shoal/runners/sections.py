@@ -49,9 +49,10 @@ class ProcessesConfig:
     """torch threads of the learner's process (0: run.torch_threads). Workers take one
     thread each and leave most of a core idle when the learner is the bottleneck: a
     learner-bound run on few cores gains from giving it those cores."""
-    eps_spread: float = param(0.0, ge=0.0)
+    eps_spread: float = param(0.0, ge=0.0, le=100.0)
     """Ape-X style epsilon per env of every worker, eps ** (1 + spread * i / (N - 1)) over
-    the N = workers x env.num_envs envs; 0: all the same."""
+    the N = workers x env.num_envs envs; 0: all the same (Ape-X: 7; at most 100, where the
+    last envs' epsilon is 0 in all but name)."""
     publish_every: int = param(32, ge=0)
     """Updates between weight publishes within a batch's learning, each also taking in what
     workers sent meanwhile (0: publish and take in only after the batch): the workers'
@@ -79,8 +80,9 @@ class RayConfig:
     (``RAY_ADDRESS`` is read too)."""
     num_cpus: int | None = param(None, gt=0)
     """CPUs of the local Ray (none: the machine's)."""
-    actor_cpus: float = param(0.5, gt=0.0)
-    """CPUs each actor asks Ray for (fractions let actors outnumber cores)."""
+    actor_cpus: float = param(0.5, gt=0.0, le=4096.0)
+    """CPUs each actor asks Ray for (fractions let actors outnumber cores; at most 4096, more
+    than any one node has)."""
     node_ip_address: str | None = None
     """The local Ray's node address (tests: a loopback address such as 127.0.0.2)."""
     temp_dir: str | None = None
@@ -94,8 +96,9 @@ class RayConfig:
     pull_every: int = param(100, gt=0)
     """Steps of each env between an actor's checks for newer weights (a check is a remote
     call: per env, its cost per env step stays put whatever env.num_envs)."""
-    eps_alpha: float = param(7.0, ge=0.0)
-    """Ape-X's per-actor exploration exponent alpha."""
+    eps_alpha: float = param(7.0, ge=0.0, le=100.0)
+    """Ape-X's per-actor exploration exponent alpha (Ape-X: 7; at most 100, where the last
+    actors' epsilon is 0 in all but name)."""
     max_inflight: int = param(2, gt=0)
     """Sends to replay (each holding the episodes one call finished) an actor may have
     unanswered."""

@@ -87,13 +87,15 @@ class SudokuConfig:
     """Discount."""
     alpha: str = param("harmonic", choices=("inverse", "harmonic", "constant"))
     """Step-size schedule: 1/n, c/(c+n) or constant."""
-    alpha_value: float = param(10.0, gt=0.0)
-    """c of the harmonic schedule, or the constant step size (<= 1)."""
+    alpha_value: float = param(10.0, gt=0.0, le=1e6)
+    """c of the harmonic schedule, or the constant step size (<= 1); at most 1e6, where
+    c/(c+n) stays about 1 for any count a run reaches."""
     epsilon: float = param(0.0, ge=0.0, le=1.0)
     """Probability of a random legal action while learning."""
-    bonus: float = param(1.0, ge=0.0)
+    bonus: float = param(1.0, ge=0.0, le=1000.0)
     """Count-based exploration bonus beta / sqrt(N + 1); with a shared table the counts,
-    and so the exploration left to do, are shared too."""
+    and so the exploration left to do, are shared too (at most 1000: the rewards are within
+    [-1, 1], and 1000 already drowns them)."""
     seed: int = param(0, ge=0)
     """Seed of the workers' random choices."""
     worker_timeout: float = param(600.0, gt=0.0, le=86400.0)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -139,8 +140,11 @@ def tune(
         )
     _check_runner(base, settings)
     directory.mkdir(parents=True, exist_ok=True)
-    _write_study_file(directory, base, space, settings)
-    return _Study(optuna, directory, base, space, settings, progress).run()
+    from shoal.run.lock import DirectoryLock
+
+    with DirectoryLock(directory, "study directory"):  # one process per study
+        _write_study_file(directory, base, space, settings)
+        return _Study(optuna, directory, base, space, settings, progress).run()
 
 
 def resume_study(
@@ -150,29 +154,131 @@ def resume_study(
     hours: float | None = None,
     parallel: int | None = None,
     progress: bool = True,
+    trust_code: bool = False,
+    ray_address: str | None = None,
 ) -> TuneResult:
     """Continue a study from its directory, with its config, space and settings (the
-    budget and parallel trials may be changed); trials the stop cut short run again."""
+    budget and parallel trials may be changed); trials the stop cut short run again.
+
+    The study is loaded before anything is written: a study directory that is not whole
+    (no study file, a journal missing, empty or cut short, another process on it) is one
+    line and every file stays as it was. Its config is data: code it names runs only with
+    ``trust_code`` (:mod:`shoal.run.consent`); a cluster it names is joined only when given
+    again (``ray_address``), else trials run on a local Ray.
+    """
+    from shoal.run.consent import check_consent
+    from shoal.run.imports import refusing_user_code
+    from shoal.run.lock import DirectoryLock
+
     optuna = _optuna()
     directory = Path(study_dir)
+    lock = DirectoryLock(directory, "study directory")
+    lock.check_free()
+    base, space, settings = _read_study(directory)
+    check_consent(base, f"study '{directory}'", trust_code=trust_code)
+    _check_journal(directory / JOURNAL)
+    _check_study_in(optuna, directory / JOURNAL)
+    _local_ray_unless_given(base, settings, ray_address)
+    for name, value in (("trials", trials), ("hours", hours), ("parallel", parallel)):
+        if value is not None:
+            setattr(settings, name, value)
+    settings.check()
+    with lock, refusing_user_code(f"study '{directory}'", refuse=not trust_code):
+        study = _Study(optuna, directory, base, space, settings, progress, resume=True)
+        _write_study_file(directory, base, space, settings)
+        return study.run()
+
+
+JOURNAL = "journal.log"
+"""Optuna's record of a study's trials, in the study directory."""
+
+_STUDY_FILES = ("study.toml", JOURNAL, "trials.csv", "best.toml")
+"""The files a study writes (besides its trials' run directories)."""
+
+
+def _read_study(directory: Path) -> tuple[Config, SearchSpace, TuneSettings]:
+    """The base config, space and settings a study directory's ``study.toml`` holds, its
+    files checked for links first; one line for a directory that is not a study."""
+    from shoal.run.files import link_refused
+
+    for name in (*_STUDY_FILES, "trials"):
+        if (directory / name).is_symlink():
+            raise ConfigError(link_refused(directory / name))
     if not (directory / "study.toml").is_file():
         raise ConfigError(f"'{directory}' is not a study directory (it has no study.toml)")
     data = read_toml(directory / "study.toml")
     try:
         base = load_config(None, values=data["config"])
         space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
-        settings = TuneSettings(**data["settings"])
+        return base, space, TuneSettings(**data["settings"])
     except (KeyError, TypeError) as e:
         raise ConfigError(
             f"'{directory / 'study.toml'}' is not a study file shoal tune wrote "
             f"({type(e).__name__}: {e})"
         ) from None
-    for name, value in (("trials", trials), ("hours", hours), ("parallel", parallel)):
-        if value is not None:
-            setattr(settings, name, value)
-    settings.check()
-    _write_study_file(directory, base, space, settings)
-    return _Study(optuna, directory, base, space, settings, progress).run()
+
+
+def _check_journal(path: Path) -> None:
+    """One line unless ``path`` is a whole journal: present, not empty, every line a
+    complete JSON record (a stop while Optuna wrote one leaves the last cut short; the
+    lines after it would be unreadable, so nothing is resumed on top of it)."""
+    where = f"study '{path.parent}'"
+    untouched = "nothing was resumed and every file is as it was"
+    if not path.is_file():
+        raise ConfigError(
+            f"{where} has no {JOURNAL}, the record of its trials; {untouched} (start a new "
+            "study to tune again)"
+        )
+    data = path.read_bytes()
+    if not data.strip():
+        raise ConfigError(
+            f"{where}: {JOURNAL} is empty, its trials' record is lost; {untouched} (start a "
+            "new study to tune again)"
+        )
+    lines = data.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        last = number == len(lines)
+        if last and not line:
+            return
+        try:
+            ok = isinstance(json.loads(line), dict)
+        except ValueError:
+            ok = False
+        if not ok or last:
+            what = "its last line is cut short" if last else f"line {number} is not a record"
+            raise ConfigError(
+                f"{where}: {JOURNAL} is damaged ({what}, {len(line)} bytes, as a stop while "
+                f"it was written leaves it); {untouched}. To resume from the trials before "
+                "it, remove that line"
+            )
+
+
+def _check_study_in(optuna: Any, journal: Path) -> None:
+    """One line unless the (whole) journal holds shoal's study: Optuna's ``load_study``
+    rule, a missing study is an error and never a new one (read only: nothing written)."""
+    names = optuna.study.get_all_study_names(open_storage(("journal", str(journal))))
+    if STUDY_NAME not in names:
+        raise ConfigError(
+            f"study '{journal.parent}': {JOURNAL} holds no study {STUDY_NAME!r} (it holds "
+            f"{', '.join(map(repr, names)) or 'none'}); nothing was resumed and every file is "
+            "as it was"
+        )
+
+
+def _local_ray_unless_given(base: Config, settings: TuneSettings, given: str | None) -> None:
+    """A resumed study joins no cluster its files name unless the user names it again:
+    ``given`` (``--ray-address``) for the trials, none for the base config's ray runs."""
+    from shoal.runners.ray.address import forget_saved_address
+
+    if given:
+        settings.ray, settings.ray_address = True, given
+    elif settings.ray_address:
+        forget_saved_address(settings.ray_address, "study")
+        settings.ray_address = ""
+    address = getattr(base.extra.get("ray"), "address", None)
+    if base.run.runner == "ray" and address:
+        forget_saved_address(address, "study", "a new study with --set ray.address=")
+        base.extra["ray"].address = None
 
 
 def _check_runner(base: Config, settings: TuneSettings) -> None:
@@ -204,6 +310,8 @@ class _Study:
         space: SearchSpace,
         settings: TuneSettings,
         progress: bool,
+        *,
+        resume: bool = False,
     ) -> None:
         self.optuna, self.dir, self.base, self.space, self.s = (
             optuna,
@@ -216,11 +324,16 @@ class _Study:
             "n_startup_trials": settings.prune_startup_trials,
             "n_warmup_steps": int(base.run.total_steps * settings.prune_warmup),
         }
-        self.storage_spec: tuple[Any, ...] = ("journal", str(directory / "journal.log"))
+        self.storage_spec: tuple[Any, ...] = ("journal", str(directory / JOURNAL))
         storage = open_storage(self.storage_spec)
         try:
             done = len(optuna.load_study(study_name=STUDY_NAME, storage=storage).trials)
-        except KeyError:  # a new study
+        except KeyError:  # no such study in the journal
+            if resume:  # Optuna's load_study: a missing study is an error, never a new one
+                raise ConfigError(
+                    f"study '{directory}': {JOURNAL} holds no study {STUDY_NAME!r}; nothing "
+                    "was resumed and every file is as it was"
+                ) from None
             done = 0
         # Seeded by what was done before, so that a resumed study does not draw its
         # random start-up trials again.

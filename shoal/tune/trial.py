@@ -105,7 +105,8 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         result = train(cfg, run_dir=job.run_dir, on_eval=report)
         if result.ended_early:
             return TrialOutcome(job.number, None, True, result.env_steps, time.perf_counter() - t0)
-        score = float(evaluate_run(job.run_dir, job.eval_episodes).mean())
+        # The study made this run (its user wrote or trusted the config): its code runs.
+        score = float(evaluate_run(job.run_dir, job.eval_episodes, trust_code=True).mean())
         return TrialOutcome(job.number, score, False, result.env_steps, time.perf_counter() - t0)
     except KeyboardInterrupt:
         raise

@@ -206,7 +206,7 @@ def test_a_users_torso_carries_the_quantile_network(tmp_path, tiny):
     )
     full = shoal.train("cartpole", overrides=[*over, "run.total_steps=800"], run_dir=tmp_path / "f")
     shoal.train("cartpole", overrides=[*over, "run.total_steps=400"], run_dir=tmp_path / "h")
-    resumed = shoal.train(resume=tmp_path / "h", overrides=["run.total_steps=800"])
+    resumed = shoal.train(resume=tmp_path / "h", overrides=["run.total_steps=800"], trust_code=True)
     assert resumed.updates == full.updates > 0
     from shoal.run.checkpoint import load_checkpoint
     from shoal.run.directory import RunDir

@@ -20,6 +20,7 @@ from shoal.bench.report import verdict
 from shoal.bench.windows import Window
 from shoal.cli import main
 from shoal.config import load_config
+from shoal.errors import ConfigError
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -277,6 +278,29 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, monkeypatch, args, needl
     assert code == 2
     assert len(err.strip().splitlines()) == 1 and needle in err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("seconds", ["1e12", "86400.5", "nan"])
+def test_a_budget_past_a_day_is_refused_before_any_timing(capsys, monkeypatch, seconds):
+    """``shoal bench --seconds 1e12`` was accepted; it fails at once now, on one line naming
+    the flag, the value and the range, before the config is even loaded."""
+    import shoal.bench
+
+    def timing(*args, **kw):
+        raise AssertionError("timing started")
+
+    monkeypatch.setattr(shoal.bench, "_config", timing)
+    monkeypatch.setattr(shoal.bench, "measure_parts", timing)
+    code = main(["bench", "cartpole", "--seconds", seconds, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err == (
+        f"shoal: error: --seconds {float(seconds)} is out of range; allowed: "
+        "0 < seconds <= 86400 (a day)\n"
+    )
+    with pytest.raises(ConfigError, match=r"^--seconds 1000000000000\.0 is out of range"):
+        bench("cartpole", seconds=1e12)
+    shoal.bench.check_seconds(86_400)  # a day is allowed
 
 
 @pytest.mark.parametrize("flag", ["--steps", "--out"])

@@ -348,7 +348,7 @@ def test_cli_baseline_only_prints_a_table_and_writes_json(tmp_path, capsys):
 def test_cli_with_a_run_plays_five_policies_and_animates_the_first(tmp_path, capsys, monkeypatch):
     calls = []
 
-    def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
+    def fake_load_policy(run_dir, *, comm=True, checkpoint="best", trust_code=False):
         calls.append((str(run_dir), comm))
         policy = ShortestPathPolicy()
         policy.name = "dhc"  # both alike: the command renames the no-comm one
@@ -395,7 +395,7 @@ def test_cli_plays_through_the_runs_own_shield_and_guide_by_default(tmp_path, ca
     from shoal.config import load_config, save_config
     from shoal.mapf import evaluate
 
-    def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
+    def fake_load_policy(run_dir, *, comm=True, checkpoint="best", trust_code=False):
         policy = ShortestPathPolicy()
         policy.name, policy.shield_guide = ("shoal" if comm else "no-comm"), 3.0
         return policy
@@ -500,7 +500,7 @@ def test_a_shield_takes_the_runs_guide_unless_the_flag_sets_one(tmp_path, monkey
     from shoal.mapf.evaluate import _policies
     from shoal.mapf.guide import GuidedPolicy
 
-    def fake_load_policy(run_dir, *, comm=True, checkpoint="best"):
+    def fake_load_policy(run_dir, *, comm=True, checkpoint="best", trust_code=False):
         policy = ShortestPathPolicy()
         policy.name, policy.shield_guide = ("shoal" if comm else "no-comm"), 0.25
         return policy

@@ -5,6 +5,7 @@ fit the config is one line; best.pt never gets worse; a failure never replaces l
 import io
 import os
 import pickle
+import re
 import subprocess
 import sys
 
@@ -279,3 +280,111 @@ def test_a_full_disk_at_a_checkpoint_is_one_line_and_keeps_the_last_one(
     assert code == 2 and "no space left" in err and _one_error_line(err), err
     assert run.checkpoint.read_bytes() == latest
     assert not list(run.checkpoint.parent.glob("*.tmp"))
+
+
+def _set_in_config(run, section, key, value):
+    """Edit one key of a run's saved config.toml, as a user would."""
+    import tomli_w
+
+    from shoal.config import read_toml
+
+    data = read_toml(run.config)
+    data[section][key] = value
+    run.config.write_text(tomli_w.dumps(data))
+
+
+def _misfit_errors(run, capsys):
+    """The one-line errors of `shoal eval RUN` and `shoal train --resume RUN`."""
+    errors = []
+    for argv in (
+        ["eval", str(run.path), "--episodes", "2"],
+        ["train", "--resume", str(run.path), "--set", "run.total_steps=1200", "--no-progress"],
+    ):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and _one_error_line(err), (argv, err)
+        errors.append(err)
+    return errors
+
+
+def test_a_changed_network_names_the_parameter_and_both_shapes(tmp_path, tiny, capsys):
+    """The message kept only torch's first line ("Error(s) in loading state_dict for
+    QNetwork:"), losing the key and the shapes; eval and resume both name them now."""
+    run = _trained(tmp_path, tiny, capsys)  # dqn.hidden = [32]
+    latest = run.checkpoint.read_bytes()
+    _set_in_config(run, "dqn", "hidden", [16])
+    eval_err, resume_err = _misfit_errors(run, capsys)
+    shapes = "parameter 'torso.0.weight' is (32, 4) in the checkpoint, (16, 4) in the network"
+    assert f"checkpoint '{run.best}' does not fit the run's config: {shapes}" in eval_err
+    assert f"checkpoint '{run.checkpoint}' does not fit this run's config: {shapes}" in resume_err
+    assert run.checkpoint.read_bytes() == latest
+
+
+def test_a_changed_network_of_stacked_agents_names_the_parameter(tmp_path, tiny, capsys):
+    """The agents runner's stacked weights (K, ...): resume copied them with torch's
+    broadcast error (no key), eval played them whatever the config said."""
+    run = RunDir(tmp_path / "agents")
+    over = tiny(
+        run__runner="'agents'",
+        agents__agents=2,
+        agents__max_turns=20,
+        dqn__hidden="[16]",
+        run__total_steps=400,
+        run__eval_every=200,
+    )
+    over = [o for o in over if not o.startswith("env.max_episode_steps")]
+    argv = ["train", "harvest", "--run-dir", str(run.path)]
+    assert main([*argv, *[x for o in over for x in ("--set", o)]]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    _set_in_config(run, "dqn", "hidden", [8])
+    for err in _misfit_errors(run, capsys):
+        assert re.search(
+            r"does not fit (the|this) run's config: parameter 'torso\.0\.weight' is "
+            r"\(2, 16, \d+\) in the checkpoint, \(2, 8, \d+\) in the network",
+            err,
+        ), err
+    _set_in_config(run, "dqn", "hidden", [16])
+    _set_in_config(run, "agents", "agents", 3)
+    for err in _misfit_errors(run, capsys):
+        assert re.search(r"parameter '\S+' is \(2, .*\) in the checkpoint, \(3, .*\) in the", err)
+
+
+def test_a_changed_mapf_network_names_the_parameter(tmp_path, capsys):
+    import shutil
+    from pathlib import Path
+
+    run = RunDir(tmp_path / "mapf")
+    shutil.copytree(Path(__file__).parents[1] / "mapf" / "data" / "mapf_run", run.path)
+    _set_in_config(run, "mapf", "channels", 8)
+    argv = ["mapf", "eval", str(run.path), "--agents", "2", "--generate", "--size", "8"]
+    code = main([*argv, "--instances", "1"])
+    err = capsys.readouterr().err
+    assert code == 2 and _one_error_line(err), err
+    assert (
+        "does not fit the run's MAPF network: parameter 'encoder.0.weight' is (16, 6, 3, 3) in "
+        "the checkpoint, (8, 6, 3, 3) in the network (6 more parameters differ)"
+    ) in err
+
+
+def test_weights_of_other_names_say_which_side_lacks_which():
+    from torch import nn
+
+    from shoal.agent.networks import load_weights
+    from shoal.run.checkpoint import checkpoint_fits
+
+    two = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2))
+    three = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 2), nn.Linear(2, 2))
+    with pytest.raises(ValueError, match=r"^the checkpoint's parameter '2.weight' is not in the"):
+        load_weights(two, three.state_dict())
+    with pytest.raises(ValueError, match=r"^the network's parameter '2.weight' is not in the "):
+        load_weights(three, two.state_dict())
+    # torch's own error, from a network loaded by load_state_dict, reads the same.
+    for net, saved, detail in [
+        (three, two, "the network's parameter '2.weight' is not in the checkpoint"),
+        (two, nn.Sequential(nn.Linear(4, 5), nn.Linear(5, 2)), "parameter '0.weight' is (5, 4)"),
+    ]:
+        with pytest.raises(CheckpointError) as e, checkpoint_fits("c.pt", "the run's config"):
+            net.load_state_dict(saved.state_dict())
+        message = str(e.value)
+        assert message.startswith(f"checkpoint 'c.pt' does not fit the run's config: {detail}")
+        assert "\n" not in message and "more parameter" in message

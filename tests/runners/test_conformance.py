@@ -208,7 +208,9 @@ def test_ctrl_c_checkpoints_resume_continues_and_every_artifact_is_written(
     monkeypatch.setattr(cls, "learn", original)
     # a runner that takes in whole episodes may be past 900 at its first learn after 400
     total = max(900, step + 200)
-    result = shoal.train(resume=tmp_path / "r", overrides=[f"run.total_steps={total}"])
+    result = shoal.train(
+        resume=tmp_path / "r", overrides=[f"run.total_steps={total}"], trust_code=True
+    )
     assert result.env_steps >= total
     assert load_checkpoint(run.checkpoint)["loop"]["step"] == result.env_steps
     check_artifacts(run, result, name, cut)
@@ -275,7 +277,7 @@ def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
     # the bar varies by ~10 (one 350-return episode costs 7.5): a ray run's best.pt scored
     # 473.35 here once after clearing 475 twice, and a processes run's 448.7 (7 of 20
     # episodes at 300-380) after a confirmed solve; an unsolved policy scores far lower.
-    returns = shoal.evaluate_run(run_dir, episodes=20)
+    returns = shoal.evaluate_run(run_dir, episodes=20, trust_code=True)
     assert returns.mean() >= 425, returns
     if users:  # the run names them, and the weights are the user's module's
         saved = (run_dir / "config.toml").read_text()
@@ -359,6 +361,8 @@ def test_a_preemption_signal_checkpoints_stops_everything_and_resume_continues(
     assert _session_processes(proc.pid) == []
     step = load_checkpoint(run.checkpoint)["loop"]["step"]
     assert step >= 200  # no periodic checkpoint was due before step 500,000
-    result = shoal.train(resume=run.path, overrides=[f"run.total_steps={step + 100}"])
+    result = shoal.train(
+        resume=run.path, overrides=[f"run.total_steps={step + 100}"], trust_code=True
+    )
     assert result.env_steps >= step + 100
     no_leftovers()

@@ -45,7 +45,7 @@ def test_hybrid_preset_learns_both_parts(name, network, tmp_path, no_shm_leak):
     ]
     result = shoal.train("hybrid", overrides=overrides, run_dir=tmp_path / "r")
     assert result.eval_return >= 8.0, result
-    assert shoal.evaluate_run(tmp_path / "r", episodes=20).mean() >= 8.0
+    assert shoal.evaluate_run(tmp_path / "r", episodes=20, trust_code=True).mean() >= 8.0
     if network:  # the user's parameters, not shoal's network's
         online = load_checkpoint(RunDir(tmp_path / "r").best, best=True)["learner"]["online"]
         assert {"torso.1.weight", "q.weight", "x.weight"} <= set(online)

@@ -43,7 +43,7 @@ def test_shoal_eval_rebuilds_the_network_in_a_fresh_process_elsewhere(tmp_path, 
     shoal.train("cartpole", overrides=[LAYERNORM, *tiny()], run_dir=run)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    out = _fresh([CLI, "eval", str(run), "--episodes", "3"], elsewhere)
+    out = _fresh([CLI, "eval", str(run), "--episodes", "3", "--trust-code"], elsewhere)
     assert out.returncode == 0, out.stderr
     assert "mean" in out.stdout.lower(), out.stdout
 
@@ -234,7 +234,7 @@ def test_bad_env_kwargs_are_one_line(tmp_path, tiny):
 LOAD_POLICY = """
 import sys, numpy as np, shoal
 from shoal.run.evaluation import evaluate
-policy = shoal.load_policy(sys.argv[1])
+policy = shoal.load_policy(sys.argv[1], trust_code=True)
 assert type(policy.network).__name__ == "Sequential", type(policy.network)
 envs = [policy.make_env() for _ in range(4)]
 obs, _ = envs[0].reset(seed=0)
@@ -249,7 +249,7 @@ def test_load_policy_acts_in_a_fresh_process_as_shoal_eval_plays(tmp_path, tiny)
     out = _fresh([sys.executable, "-c", LOAD_POLICY, str(run)], tmp_path)
     assert out.returncode == 0, out.stderr
     played = eval(out.stdout.strip().splitlines()[-1])
-    assert played == shoal.evaluate_run(run, episodes=4, seed=7).tolist()
+    assert played == shoal.evaluate_run(run, episodes=4, seed=7, trust_code=True).tolist()
 
 
 def test_shoal_export_writes_weights_the_users_network_loads(tmp_path, tiny):
@@ -258,7 +258,9 @@ def test_shoal_export_writes_weights_the_users_network_loads(tmp_path, tiny):
 
     run = tmp_path / "r"
     shoal.train("cartpole", overrides=[LAYERNORM, *tiny()], run_dir=run)
-    out = _fresh([CLI, "export", str(run), "--out", str(tmp_path / "policy.pt")], tmp_path)
+    out = _fresh(
+        [CLI, "export", str(run), "--out", str(tmp_path / "policy.pt"), "--trust-code"], tmp_path
+    )
     assert out.returncode == 0, out.stderr
     net = layernorm_mlp(gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2))
     net.load_state_dict(torch.load(tmp_path / "policy.pt", weights_only=True))

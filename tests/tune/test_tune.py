@@ -339,3 +339,59 @@ def test_resume_of_what_is_not_a_study_is_one_line_exit_2(tmp_path, capsys):
     assert main(["tune", "--resume", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "is not a study file shoal tune wrote" in err and err.count("\n") == 1
+
+
+def _crafted_study(folder: Path, name: str = "shoal") -> Path:
+    """A study directory as shoal tune leaves it after one finished trial, made with
+    Optuna directly (no run trains)."""
+    from shoal.tune.study import _write_study_file
+    from shoal.tune.trial import open_storage
+
+    base = load_config("cartpole", TINY)
+    space = SearchSpace.build(base, SMALL_SPACE)
+    _write_study_file(folder, base, space, TuneSettings(trials=3))
+    storage = open_storage(("journal", str(folder / "journal.log")))
+    study = optuna.create_study(study_name=name, storage=storage, direction="maximize")
+    trial = study.ask()
+    space.sample(trial)
+    study.tell(trial, 1.0)
+    (folder / "trials.csv").write_text("trial,state\n0,complete\n")
+    return folder
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "torn", "middle", "other study"])
+def test_resume_of_a_damaged_journal_is_one_line_and_every_file_is_kept(tmp_path, capsys, damage):
+    study = _crafted_study(tmp_path / "study", "other" if damage == "other study" else "shoal")
+    journal = study / "journal.log"
+    data = journal.read_bytes()
+    if damage == "missing":
+        journal.unlink()
+    elif damage == "empty":
+        journal.write_bytes(b"")
+    elif damage == "torn":
+        journal.write_bytes(data[: len(data) - 7])  # the last record cut mid-line
+    elif damage == "middle":
+        first = data.index(b"\n") + 1
+        journal.write_bytes(data[:first] + b'{"op_code": \n' + data[first:])
+    files = _files(study)
+    assert main(["tune", "--resume", str(study), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("shoal: error:"), err
+    assert "journal.log" in err and "every file is as it was" in err, err
+    assert _files(study) == files
+
+
+def test_a_study_another_process_runs_is_refused_untouched(tmp_path, capsys):
+    from shoal.run.lock import DirectoryLock
+
+    study = _crafted_study(tmp_path / "study")
+    with DirectoryLock(study, "study directory"):
+        files = _files(study)
+        assert main(["tune", "--resume", str(study), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"in use by process {os.getpid()} " in err and err.count("\n") == 1, err
+    assert _files(study) == files

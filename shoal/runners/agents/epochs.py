@@ -188,10 +188,20 @@ def _stack(items: list[dict[str, Any]]) -> dict[str, np.ndarray]:
 
 def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPlayer:
     """A player of ``env`` with an inference-only actor over stacked ``params`` (``None``:
-    each agent's initial weights, as the agents runner draws them)."""
+    each agent's initial weights, as the agents runner draws them). Weights that do not
+    fit the config's network and agents are a one-line ValueError naming the first
+    parameter and both shapes."""
     spec = probe_parallel_env(env, cfg.env.id)
     network = recipe_for(cfg).make_network(cfg, spec.env_spec())
-    if params is None:
+    if params is not None:
+        from shoal.run.checkpoint import weights_misfit
+
+        k = len(spec.agents)
+        own = {n: p.detach().expand(k, *p.shape) for n, p in network.named_parameters()}
+        misfit = weights_misfit({n: v for n, v in params.items() if n in own}, own)
+        if misfit is not None:
+            raise ValueError(misfit)
+    else:
         with torch.random.fork_rng():
             nets = []
             for i in range(len(spec.agents)):

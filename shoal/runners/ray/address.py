@@ -26,6 +26,7 @@ from shoal.errors import ConfigError
 __all__ = [
     "MIN_RAY_VERSION",
     "cluster_address",
+    "forget_saved_address",
     "local_auth_warning",
     "local_node_ip",
     "preflight",
@@ -98,6 +99,18 @@ def cluster_address(cfg: Any) -> tuple[str, str] | None:
     if os.environ.get("RAY_ADDRESS"):
         return os.environ["RAY_ADDRESS"], "RAY_ADDRESS"
     return None
+
+
+def forget_saved_address(address: str, what: str, again: str = "--ray-address") -> None:
+    """Say that a resumed ``what`` (``"run"``, ``"study"``) will not join the cluster its
+    saved config names: joining one lets whoever runs it send the driver objects to
+    unpickle (Ray's security guide: connect only to clusters you control), so a received
+    run resumes on a local Ray unless the user gives the address again (``again``)."""
+    print(
+        f"shoal: resuming on a local Ray: the {what}'s config names the cluster {address!r}, "
+        f"which a resume joins only when given again ({again} {address})",
+        file=sys.stderr,
+    )
 
 
 def _refusal(host: str, port: int) -> str | None:
