@@ -11,10 +11,10 @@ __all__ = [
     "CheckpointError",
     "ConfigError",
     "EnvError",
+    "MachineryError",
     "RunDirError",
     "RunInUseError",
     "ShoalError",
-    "StartFailedError",
     "UntrustedCodeError",
     "first_line",
 ]
@@ -61,8 +61,8 @@ class RunInUseError(RunDirError):
     """Another process holds the run (or study) directory: one writer per directory."""
 
 
-class StartFailedError(ShoalError):
-    """The run's machinery failed before training began (a Ray node lost at start): not
-    the input's fault, so the CLI exits 1, after one line; nothing was kept."""
+class MachineryError(ShoalError):
+    """The machinery under a run failed (the local Ray did not start, or its node died):
+    not the input's fault, so the CLI exits 1, after one line, not a traceback."""
 
     exit_code = 1

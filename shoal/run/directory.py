@@ -10,11 +10,12 @@ out of the directory (:meth:`RunDir.open`); and one process writes it at a time
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shoal.errors import RunDirError
+from shoal.errors import RunDirError, RunInUseError
 from shoal.run.files import atomic_write_bytes, link_refused, sweep_stale_temps
 from shoal.run.lock import LOCK_NAME, DirectoryLock
 
@@ -146,6 +147,14 @@ class RunDir:
                 target.mkdir()  # atomic: of two runs racing for one name, exactly one wins
                 return cls(target)
             except FileExistsError:
+                if path is not None and _left_by_a_dead_start(target):
+                    shutil.rmtree(target)
+                    print(
+                        f"shoal: removed '{target}', left by a start whose process died "
+                        "before training began",
+                        file=sys.stderr,
+                    )
+                    return cls.create(out, name, path, resumable=resumable)
                 continue
             except OSError as e:
                 raise RunDirError(f"cannot create run directory '{target}': {e.strerror}") from None
@@ -166,6 +175,30 @@ class RunDir:
         if not run.config.is_file():
             raise RunDirError(f"'{run.path}' is not a shoal run directory (no config.toml)")
         return run
+
+
+_START_FILES = frozenset({"config.toml", "metrics.csv", "checkpoints", "tb", LOCK_NAME})
+"""What a run directory holds before its first checkpoint."""
+
+
+def _left_by_a_dead_start(target: Path) -> bool:
+    """Whether ``target`` is what a start that died before training began leaves (Ray can
+    end a driver from C++ as its node dies, past any cleanup): a run's lock that no process
+    holds, no checkpoint, no metrics row, nothing else. A retry may take its place."""
+    try:
+        names = {p.name for p in target.iterdir()}
+        if LOCK_NAME not in names or not names <= _START_FILES or target.is_symlink():
+            return False
+        if any((target / n).is_symlink() for n in names):
+            return False
+        DirectoryLock(target).check_free()
+        checkpoints = target / "checkpoints"
+        if checkpoints.is_dir() and any(p.suffix == ".pt" for p in checkpoints.iterdir()):
+            return False
+        metrics = target / "metrics.csv"
+        return not metrics.is_file() or metrics.read_bytes().count(b"\n") <= 1  # a header
+    except (OSError, RunInUseError):
+        return False
 
 
 def _make_parent(target: Path) -> None:

@@ -360,7 +360,7 @@ class RunLoop:
         stop = c["solved_step"] is not None and r.stop_return is not None
         while not stop:
             got = runner.collect(c["step"])
-            self.started = True
+            self.started = self.started or got.steps > 0  # calls that failed bring none
             c["step"] += got.steps
             if got.episodes:  # now: a checkpoint after a Ctrl-C below counts these steps
                 self._episode_rows(metrics, got)

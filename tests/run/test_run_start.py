@@ -126,3 +126,29 @@ def test_segments_of_dead_processes_are_swept_and_live_ones_kept():
     finally:
         mine.close()
         mine.unlink()
+
+
+def test_a_run_directory_left_by_a_start_that_died_is_taken_by_a_retry(tmp_path, tiny, capsys):
+    """Ray can end a driver from C++ as its node dies at start, past any cleanup: the
+    directory it leaves (a lock no one holds, a config, a metrics header) does not refuse
+    a retry with the same --run-dir; one with a checkpoint, a metrics row or a live holder
+    still does."""
+    import shoal
+    from shoal.errors import RunDirError
+    from shoal.run.lock import DirectoryLock
+
+    run = tmp_path / "r"
+    run.mkdir()
+    (run / ".lock").write_text("999999999\n")
+    (run / "config.toml").write_text("")
+    (run / "metrics.csv").write_text("kind,step\n")
+    (run / "checkpoints").mkdir()
+    shoal.train("cartpole", overrides=tiny(), run_dir=run)
+    assert "left by a start whose process died" in capsys.readouterr().err
+    with pytest.raises(RunDirError, match="already exists"):
+        shoal.train("cartpole", overrides=tiny(), run_dir=run)  # it has checkpoints now
+    other = tmp_path / "held"
+    other.mkdir()
+    (other / "metrics.csv").write_text("kind,step\n")
+    with DirectoryLock(other), pytest.raises(RunDirError, match="already exists"):
+        shoal.train("cartpole", overrides=tiny(), run_dir=other)

@@ -227,3 +227,37 @@ def test_a_local_rays_daemons_are_out_of_the_drivers_process_group(ray_session):
     from ray._private import services
 
     assert services.ConsolePopen.__name__ == "ConsolePopen"  # Ray's own, put back
+
+
+@pytest.mark.parametrize("began", [False, True], ids=["before-training", "after-training"])
+def test_a_node_lost_under_the_run_is_one_line_exit_1(
+    tmp_path, tiny, monkeypatch, capsys, ray_session, began
+):
+    """A dead local node looks like dead actors to Python; the runner tells them apart
+    (its node's raylet is gone) and stops in one line, exit 1: no run directory before
+    the first collection came back, error.pt (without the lost replay) after. Here the
+    node's death is its actors', and the runner is told its raylet is gone."""
+    from shoal.cli import main
+
+    original, lost = apex.RayRunner.collect, []
+
+    def collect(self, step):
+        if not lost and (not began or self.learner.updates > 0):
+            lost.append(step)
+            for actor in [*self.actors, self.replay_actor, self.server]:
+                ray_session.kill(actor)  # what the node took with it
+        return original(self, step)
+
+    monkeypatch.setattr(apex.RayRunner, "collect", collect)
+    monkeypatch.setattr(apex.RayRunner, "_node_lost", lambda self: bool(lost))
+    over = ray_run(tiny, run__total_steps=100_000)
+    run = tmp_path / "r"
+    code = main(["train", "cartpole", *[f"--set={o}" for o in over], "--run-dir", str(run)])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and "node died under the run" in lines[0], err
+    if not began:
+        assert not run.exists()
+        return
+    state = load_checkpoint(RunDir(run).error_checkpoint)
+    assert state["replay"] is None and state["learner"]["updates"] > 0

@@ -19,10 +19,12 @@ of them than cores. Ray is an optional extra (``pip install 'shoal[ray]'``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 import uuid
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ import numpy as np
 from shoal.agent.builder import Fields, build_replay
 from shoal.config import Config
 from shoal.envs.gym_env import EnvSpec
-from shoal.errors import ConfigError, EnvError, ShoalError
+from shoal.errors import ConfigError, EnvError, MachineryError, ShoalError, first_line
 from shoal.replay import ReplayService
 from shoal.run.imports import search_path
 from shoal.run.loop import Collected
@@ -63,6 +65,12 @@ class ReplayActor(ReplayService):
 
 class ReplayLostError(ShoalError):
     """The replay actor died: the run stops (its checkpoint keeps the learner)."""
+
+
+NODE_CHECK_S = 5.0
+"""Longest wait for an actor's answer between two looks at whether the local node is
+still there (actors placed on a dead node never answer: without a look the run would wait
+out ``ray.timeout``)."""
 
 
 def _ray() -> Any:
@@ -152,18 +160,63 @@ class RayRunner(DQNRunner):
                     f"{given[1]} {given[0]!r}: could not join the Ray cluster there ({line[0]})"
                 ) from e
         else:
-            init_local_ray(
-                ray, num_cpus=c.num_cpus, node_ip_address=c.node_ip_address, temp_dir=c.temp_dir
-            )
+            try:
+                init_local_ray(
+                    ray, num_cpus=c.num_cpus, node_ip_address=c.node_ip_address, temp_dir=c.temp_dir
+                )
+            except Exception as e:  # a daemon died as Ray started it (its start timed out)
+                raise MachineryError(
+                    f"the local Ray did not start ({first_line(e)}); nothing was kept: try again"
+                ) from e
         self.started_ray = True
+
+    # --- a lost node --------------------------------------------------------------------------
+    def _node_lost(self) -> bool:
+        """Whether the local Ray this run started has lost its node (its raylet exited, as
+        it does when any of Ray's agents dies). To Python a dead node looks like dead actors
+        (``ActorDiedError``, as for one killed actor, which Ray restarts); only the node's
+        own processes tell them apart. On a cluster nodes come and go: never lost here."""
+        if not self.started_ray:
+            return False
+        try:  # Ray's own record of the daemons it started (no public API says it)
+            from ray._private import worker
+
+            node = worker._global_node
+            return node is not None and any(k == "raylet" for k, _ in node.dead_processes())
+        except Exception:
+            return False
+
+    def _lost(self, error: BaseException) -> MachineryError:
+        """The one line for a local node that died under the run; its replay went with it."""
+        self.replay_lost = True
+        return MachineryError(
+            "the local Ray's node died under the run (its raylet exited; Ray said "
+            f"{first_line(error)}); a run that had begun training keeps its learner in "
+            "checkpoints/error.pt, one that had not left nothing: start it again"
+        )
+
+    @contextlib.contextmanager
+    def _watching_node(self) -> Iterator[None]:
+        """Ray's errors inside the block become :meth:`_lost`'s one line when the node is
+        gone; any other error passes as it is."""
+        try:
+            yield
+        except self.ray.exceptions.RayError as e:
+            if self._node_lost():
+                raise self._lost(e) from e
+            raise
 
     def start(self) -> None:
         """Connect to Ray, start the replay, the weight server and the actors."""
+        self._connect()
+        with self._watching_node():
+            self._start_actors()
+
+    def _start_actors(self) -> None:
         from shoal.sync.ray_weights import RayWeightStore
         from shoal.sync.weight_server import WeightServer
 
         ray, c = self.ray, self.cfg.ray
-        self._connect()
         self.starts += 1
         tag = uuid.uuid4().hex[:12]
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
@@ -209,6 +262,9 @@ class RayRunner(DQNRunner):
         ray = self.ray
         if not ray.is_initialized():
             return
+        if self._node_lost():  # nothing to keep or kill: Ray ends a driver that tries
+            self.replay_lost = True
+            self.actors, self.replay_actor, self.server, self.calls = [], None, None, {}
         if self.replay_actor is not None and not self.replay_lost:
             try:  # the checkpoint after the stop keeps what replay held
                 self.resume_replay = self._from_replay(self.replay_actor.state_dict.remote())
@@ -226,17 +282,36 @@ class RayRunner(DQNRunner):
     # --- collection ---------------------------------------------------------------------------
     def collect(self, step: int) -> Collected:
         """The episodes of the next actor call to finish (its actor is sent on at once)."""
+        with self._watching_node():
+            return self._collect()
+
+    def _answer(self) -> Any:
+        """The next actor call to finish, looking every :data:`NODE_CHECK_S` whether the
+        node is still there; one line after ``ray.timeout`` without an answer."""
+        deadline = time.monotonic() + self.cfg.ray.timeout
+        while True:
+            left = deadline - time.monotonic()
+            wait = max(0.0, min(NODE_CHECK_S, left))
+            ready, _ = self.ray.wait(list(self.calls), num_returns=1, timeout=wait)
+            if ready:
+                return ready[0]
+            if self._node_lost():
+                raise self._lost(TimeoutError("no actor answered"))
+            if left <= NODE_CHECK_S:
+                raise ShoalError(f"no actor answered for {self.cfg.ray.timeout} s (ray.timeout)")
+
+    def _collect(self) -> Collected:
         ray = self.ray
-        ready, _ = ray.wait(list(self.calls), num_returns=1, timeout=self.cfg.ray.timeout)
-        if not ready:
-            raise ShoalError(f"no actor answered for {self.cfg.ray.timeout} s (ray.timeout)")
-        i = self.calls.pop(ready[0])
+        ready = self._answer()
+        i = self.calls.pop(ready)
         try:
-            got = ray.get(ready[0])
+            got = ray.get(ready)
         except ray.exceptions.RayTaskError:
             self._from_replay(self.replay_actor.size.remote())  # a lost replay says so
             raise
         except ray.exceptions.RayActorError as e:  # killed mid-call: Ray restarts it
+            if self._node_lost():  # unless its node is gone, and the rest with it
+                raise self._lost(e) from e
             self.failed_calls += 1
             if self.failed_calls > self.cfg.ray.max_restarts * self.cfg.ray.actors:
                 raise ShoalError(f"ray actor calls failed {self.failed_calls} times: {e}") from e
@@ -256,6 +331,8 @@ class RayRunner(DQNRunner):
         try:
             return self.ray.get(ref, timeout=self.cfg.ray.timeout)
         except self.ray.exceptions.RayActorError as e:
+            if self._node_lost():
+                raise self._lost(e) from e
             self.replay_lost = True
             raise ReplayLostError(
                 "the replay actor died; the run stops. Its checkpoint keeps the learner; "
@@ -302,7 +379,8 @@ class RayRunner(DQNRunner):
         if step < self.cfg.run.learning_starts or not self._replay_ready(wait=last):
             return
         t0 = time.perf_counter()
-        self.schedule.take(self.schedule.owe(step), lambda: self._apex_update(step))
+        with self._watching_node():  # the weight server's calls too
+            self.schedule.take(self.schedule.owe(step), lambda: self._apex_update(step))
         self._learn_s += time.perf_counter() - t0
 
     def learn_steps(self, steps: int) -> float:
