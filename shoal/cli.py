@@ -700,19 +700,26 @@ def _sudoku(args: argparse.Namespace) -> int:
         overrides=args.overrides,
         values={k: v for k, v in shortcuts.items() if v is not None},
     )
-    if args.puzzles:
-        puzzles = _puzzle_source(args.puzzles)
-    else:
-        from shoal.envs.sudoku_puzzles import generate
+    from shoal.run.preemption import preemption_signals
 
-        rng = np.random.default_rng(cfg.seed)
-        puzzles = [generate(args.givens, size=args.size, rng=rng) for _ in range(args.generate)]
-    try:
-        result = train_sudoku(puzzles, cfg, args.run_dir)
-    except KeyboardInterrupt:
+    training = False
+    try:  # SIGTERM and SIGUSR1 as Ctrl-C: the workers stop, the shared table is saved
+        with preemption_signals():
+            if args.puzzles:
+                puzzles = _puzzle_source(args.puzzles)
+            else:
+                from shoal.envs.sudoku_puzzles import generate
+
+                rng = np.random.default_rng(cfg.seed)
+                puzzles = [
+                    generate(args.givens, size=args.size, rng=rng) for _ in range(args.generate)
+                ]
+            training = True
+            result = train_sudoku(puzzles, cfg, args.run_dir)
+    except KeyboardInterrupt as e:
         where = f" in {args.run_dir}" if args.run_dir else " in its run directory"
-        print(f"shoal: interrupted; the table and metrics so far are saved{where}", file=sys.stderr)
-        return 130
+        saved = f"the table and metrics so far are saved{where}" if training else None
+        return _stopped(e, saved, "before training started; nothing was saved")
     print(
         f"{len(result.rows)} puzzles, {cfg.workers} workers "
         f"({'independent tables' if cfg.independent else f'shared table, {cfg.lock} lock'}): "

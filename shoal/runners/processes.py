@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from shoal.config import Config
-from shoal.errors import ShoalError
+from shoal.errors import ConfigError, ShoalError
 from shoal.recipes import recipe_for
 from shoal.run.loop import Collected
 from shoal.run.seeding import derive_seed
@@ -259,6 +259,19 @@ class ProcessesRunner(DQNRunner):
     def spawns(cls, cfg: Config) -> bool:
         """Its rollout workers are spawned processes."""
         return True
+
+    @classmethod
+    def check(cls, cfg: Config) -> None:
+        """The DQN runners' checks, and an engine a worker can run: ``async`` starts a
+        process per env, which a worker (a daemon process, so it never outlives the run)
+        may not have."""
+        if cfg.env.vector == "async":
+            raise ConfigError(
+                "config key 'env.vector': 'async' starts a process per env, which a rollout "
+                "worker (itself a process) cannot start; use 'sync' (more workers for more "
+                "cores) or 'envpool'"
+            )
+        super().check(cfg)
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
@@ -36,7 +37,7 @@ from typing import Any
 from shoal.config import Config, config_to_dict, load_config, read_toml
 from shoal.errors import ConfigError
 from shoal.tune.space import SearchSpace, apply_values
-from shoal.tune.trial import TrialJob, TrialOutcome, make_pruner, open_storage
+from shoal.tune.trial import TrialJob, TrialOutcome, make_pruner, open_storage, optuna_chose_it
 
 __all__ = ["TuneResult", "TuneSettings", "resume_study", "tune"]
 
@@ -337,9 +338,12 @@ class _Study:
             done = 0
         # Seeded by what was done before, so that a resumed study does not draw its
         # random start-up trials again.
-        sampler = optuna.samplers.TPESampler(
-            n_startup_trials=settings.startup_trials, multivariate=True, seed=settings.seed + done
-        )
+        with optuna_chose_it():  # multivariate TPE: experimental before Optuna 5
+            sampler = optuna.samplers.TPESampler(
+                n_startup_trials=settings.startup_trials,
+                multivariate=True,
+                seed=settings.seed + done,
+            )
         self.study = optuna.create_study(
             study_name=STUDY_NAME,
             storage=storage,
@@ -563,26 +567,21 @@ def _ray_executor(study: _Study) -> Any:
     if started:
         if address:
             preflight(address, "--ray-address" if study.s.ray_address else "RAY_ADDRESS")
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
         else:
             init_local_ray(ray)
     if address:
-        import warnings
-
-        from optuna.exceptions import ExperimentalWarning
-
         # run_grpc_proxy_server's own server, which the study can stop when it ends (that
         # function blocks for good); Optuna marks the proxy experimental (since 4.2).
         from optuna.storages._grpc.server import make_server
-
-        warnings.filterwarnings("ignore", category=ExperimentalWarning)
 
         host = ray.util.get_node_ip_address()
         with socket.socket() as probe:  # a free port on the address the cluster sees
             probe.bind((host, 0))
             port = probe.getsockname()[1]
         pool = ThreadPoolExecutor(max_workers=10, thread_name_prefix="shoal-tune-storage")
-        server = make_server(open_storage(study.storage_spec), host, port, pool)
+        with optuna_chose_it():
+            server = make_server(open_storage(study.storage_spec), host, port, pool)
         server.start()
 
         def stop_proxy() -> None:

@@ -8,12 +8,15 @@ with nothing but a :class:`TrialJob`: the storage it reports to is named, not sh
 
 from __future__ import annotations
 
+import contextlib
 import time
 import traceback
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["TrialJob", "TrialOutcome", "open_storage", "run_trial"]
+__all__ = ["TrialJob", "TrialOutcome", "open_storage", "optuna_chose_it", "run_trial"]
 
 
 @dataclass(frozen=True)
@@ -61,10 +64,20 @@ def open_storage(spec: tuple[Any, ...]) -> Any:
         from optuna.storages.journal import JournalFileBackend
 
         return optuna.storages.JournalStorage(JournalFileBackend(str(spec[1])))
-    import warnings
+    with optuna_chose_it():  # the proxy is experimental (since Optuna 4.2)
+        return optuna.storages.GrpcStorageProxy(host=spec[1], port=spec[2])
 
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    return optuna.storages.GrpcStorageProxy(host=spec[1], port=spec[2])
+
+@contextlib.contextmanager
+def optuna_chose_it() -> Iterator[None]:
+    """Optuna's ``ExperimentalWarning`` off inside the block only: shoal uses these
+    features on purpose (a warning line in every study would say nothing to the user),
+    and a user's own experimental calls elsewhere still warn."""
+    import optuna
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+        yield
 
 
 def make_pruner(args: dict[str, int]) -> Any:
@@ -94,12 +107,18 @@ def run_trial(job: TrialJob) -> TrialOutcome:
 
         cfg = load_config(None, values=job.config)
         every = cfg.run.eval_every
+        reported: set[int] = set()
 
         def report(step: int, mean: float) -> bool:
             # The pruner compares trials at equal steps; an evaluation put off (its share
             # of the wall time, run.eval_max_share) lands off the grid, so it is reported
-            # at the grid step it was due at (one evaluation per grid step at most).
-            trial.report(mean, step // every * every)
+            # at the grid step it was due at. The run's last evaluation (at its end, off
+            # the grid) falls on a grid step already reported: Optuna would keep the first
+            # and warn, so it is not reported (no other trial has a value there to weigh).
+            grid = step // every * every
+            if grid not in reported:
+                reported.add(grid)
+                trial.report(mean, grid)
             return trial.should_prune()
 
         result = train(cfg, run_dir=job.run_dir, on_eval=report)

@@ -355,6 +355,8 @@ def test_a_preemption_signal_checkpoints_stops_everything_and_resume_continues(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + getattr(signal, sig), err
     assert f"stopped by {sig}" in err and f"--resume {run.path}" in err, err
+    # shoal's line alone: no warning or log line of Ray's, Python's or a library's
+    assert [line for line in err.splitlines() if line.strip()] == [err.strip()], err
     deadline = time.monotonic() + 30  # a local Ray's daemons take a moment to leave
     while _session_processes(proc.pid) and time.monotonic() < deadline:
         time.sleep(0.5)

@@ -254,3 +254,38 @@ def test_load_section_rejects_what_the_cli_rejects(tmp_path):
         load_section(SudokuConfig, "sudoku", values={"nope": 1})
     cfg = load_section(SudokuConfig, "sudoku", overrides=["encoder=exact", "sudoku.gamma=0.5"])
     assert (cfg.encoder, cfg.gamma) == ("exact", 0.5)
+
+
+def test_sigterm_stops_workers_saves_the_table_and_prints_only_shoals_line(tmp_path):
+    """A scheduler's SIGTERM takes the Ctrl-C path: the workers stop, the shared table is
+    saved and released (no leak for Python's resource tracker to report), exit 143."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    run = tmp_path / "r"
+    argv = ["sudoku", "train", "--puzzles", "medium9", "--workers", "2", "--encoder", "exact"]
+    argv += ["--episodes-per-puzzle", "5000", "--no-progress", "--run-dir", str(run)]
+    proc = subprocess.Popen(
+        [sys.executable, "-W", "default", "-m", "shoal.cli", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "metrics.csv").is_file():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(1.0)  # the workers at work
+        os.killpg(proc.pid, signal.SIGTERM)  # as Slurm and docker stop do: the whole group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 143, err
+    assert len(lines) == 1 and lines[0].startswith("shoal: stopped by SIGTERM"), err
+    assert (run / "table.npz").is_file()

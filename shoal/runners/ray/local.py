@@ -15,6 +15,7 @@ killed outright takes them with it.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -33,9 +34,11 @@ def local_ray_options(
     (:func:`~shoal.runners.ray.address.local_node_ip`), and workers at niceness 0, not
     Ray's 15, so the replay actor outranks the actors (which nice themselves to
     ``ray.actor_nice``): on 2 cores that cut the learner's wait for batches from 6-9% of its
-    time to 1%."""
+    time to 1%. Ray's own log lines at start (``Started a local Ray instance``) are
+    left out: a run's output is shoal's."""
     return {
         "address": "local",
+        "logging_level": logging.WARNING,
         "num_cpus": num_cpus or os.cpu_count(),
         "include_dashboard": False,
         "log_to_driver": False,
@@ -50,8 +53,31 @@ def init_local_ray(ray: Any, **options: Any) -> None:
     out of this process's group, saying first on stderr when Ray will ask for a token."""
     if warning := local_auth_warning():
         print(warning, file=sys.stderr)
+    _quiet_token_notice()
     with _daemons_in_their_own_group(ray):
         ray.init(**local_ray_options(**options))
+
+
+_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+"""Where Ray logs, at every local start, whether its token is on."""
+
+
+class _NoTokenNotice(logging.Filter):
+    """Drops Ray's "Token authentication is enabled/disabled" line: on, it is the default
+    this runner relies on (README, scheme 5); off, :func:`local_auth_warning` says it in
+    shoal's words. Setting ``RAY_AUTH_MODE`` instead changes Ray's behaviour once Ray is
+    imported (its core keeps the mode it read first; measured: the GCS then refused the
+    driver's calls)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is ")
+
+
+def _quiet_token_notice() -> None:
+    """Install :class:`_NoTokenNotice` once on Ray's token logger."""
+    logger = logging.getLogger(_TOKEN_LOGGER)
+    if not any(isinstance(f, _NoTokenNotice) for f in logger.filters):
+        logger.addFilter(_NoTokenNotice())
 
 
 @contextlib.contextmanager

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import time
 import uuid
 from collections import deque
@@ -153,7 +154,7 @@ class RayRunner(DQNRunner):
         given = cluster_address(self.cfg)
         if given:
             try:
-                ray.init(address=given[0], log_to_driver=False)
+                ray.init(address=given[0], log_to_driver=False, logging_level=logging.WARNING)
             except Exception as e:  # gone since the pre-flight, or Ray says no
                 line = str(e).strip().splitlines()[:1] or [type(e).__name__]
                 raise ShoalError(
