@@ -166,7 +166,7 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
         source = "None" if args.defaults else repr(args.preset or TASKS[task].preset or task)
         train = f"{source}, overrides={overrides(task, seed, args)!r}, run_dir={str(run_dir)!r}"
         if (run_dir / "checkpoints" / "latest.pt").is_file():  # stopped part-way: go on
-            train = f"resume={str(run_dir)!r}"
+            train = f"resume={str(run_dir)!r}, trust_code=True"
         elif run_dir.exists():  # stopped before its first checkpoint: nothing to go on from
             print(f"{run_dir.name}: no checkpoint to resume, training it again", flush=True)
             shutil.rmtree(run_dir)
@@ -174,7 +174,8 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
             "import json, shoal, time\n"
             "t = time.perf_counter()\n"
             f"r = shoal.train({train})\n"
-            f"s = shoal.evaluate_run(r.run_dir, {TASKS[task].episodes})\n"
+            # the task's own runs (POPGym's names env.imports): this script wrote them
+            f"s = shoal.evaluate_run(r.run_dir, {TASKS[task].episodes}, trust_code=True)\n"
             "out = dict(score=float(s.mean()), std=float(s.std()), steps=r.env_steps, "
             "wall=r.wall_seconds, process=time.perf_counter() - t, "
             "last=r.eval_return, best=r.best_eval_return)\n"

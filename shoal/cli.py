@@ -581,13 +581,15 @@ def _stopped(e: KeyboardInterrupt, saved: str | None, unsaved: str) -> int:
 def _workers_override(args: argparse.Namespace, overrides: list[str]) -> str:
     """``--workers`` as the key of the runner the run resolves to, wherever the runner
     was chosen (``--runner``, a preset, a TOML file, ``--set`` or the resumed run)."""
-    from shoal.config import load_config
+    from shoal.config import load_config, load_run_config
     from shoal.run.directory import RunDir
     from shoal.runners import runner_class, runner_for, runner_names
 
     resume = getattr(args, "resume", None)
-    source = RunDir.open(resume).config if resume else args.config
-    cfg = load_config(source, overrides)
+    if resume:  # a run's config is read as data (shoal.run.consent)
+        cfg = load_run_config(RunDir.open(resume).config, overrides)
+    else:
+        cfg = load_config(args.config, overrides)
     key = runner_for(cfg).workers_key
     if key is None:
         takes = [n for n in runner_names() if runner_class(n).workers_key]
@@ -667,11 +669,37 @@ def _puzzle_source(name: str) -> list:
     return load_puzzles(name)
 
 
-def _sudoku(args: argparse.Namespace) -> int:
+def _train_sudoku(args: argparse.Namespace, cfg: Any) -> Any:
+    """The puzzles (a file or generated) and their training, SIGTERM and SIGUSR1 taken as
+    Ctrl-C (the workers stop, the shared table is saved); a stop says whether training
+    had begun (``e.training``)."""
     import numpy as np
 
+    from shoal.run.preemption import preemption_signals
+    from shoal.tabular.sudoku_training import train_sudoku
+
+    training = False
+    try:
+        with preemption_signals():
+            if args.puzzles:
+                puzzles = _puzzle_source(args.puzzles)
+            else:
+                from shoal.envs.sudoku_puzzles import generate
+
+                rng = np.random.default_rng(cfg.seed)
+                puzzles = [
+                    generate(args.givens, size=args.size, rng=rng) for _ in range(args.generate)
+                ]
+            training = True
+            return train_sudoku(puzzles, cfg, args.run_dir)
+    except KeyboardInterrupt as e:
+        e.training = training  # type: ignore[attr-defined]
+        raise
+
+
+def _sudoku(args: argparse.Namespace) -> int:
     from shoal.config import load_section
-    from shoal.tabular.sudoku_training import SECTION, SudokuConfig, solve_sudoku, train_sudoku
+    from shoal.tabular.sudoku_training import SECTION, SudokuConfig, solve_sudoku
 
     if args.sudoku_command == "solve":
         from shoal.envs.sudoku_puzzles import format_puzzle, parse_puzzle
@@ -700,25 +728,12 @@ def _sudoku(args: argparse.Namespace) -> int:
         overrides=args.overrides,
         values={k: v for k, v in shortcuts.items() if v is not None},
     )
-    from shoal.run.preemption import preemption_signals
-
-    training = False
-    try:  # SIGTERM and SIGUSR1 as Ctrl-C: the workers stop, the shared table is saved
-        with preemption_signals():
-            if args.puzzles:
-                puzzles = _puzzle_source(args.puzzles)
-            else:
-                from shoal.envs.sudoku_puzzles import generate
-
-                rng = np.random.default_rng(cfg.seed)
-                puzzles = [
-                    generate(args.givens, size=args.size, rng=rng) for _ in range(args.generate)
-                ]
-            training = True
-            result = train_sudoku(puzzles, cfg, args.run_dir)
+    try:
+        result = _train_sudoku(args, cfg)
     except KeyboardInterrupt as e:
         where = f" in {args.run_dir}" if args.run_dir else " in its run directory"
-        saved = f"the table and metrics so far are saved{where}" if training else None
+        began = getattr(e, "training", False)
+        saved = f"the table and metrics so far are saved{where}" if began else None
         return _stopped(e, saved, "before training started; nothing was saved")
     print(
         f"{len(result.rows)} puzzles, {cfg.workers} workers "

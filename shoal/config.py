@@ -79,6 +79,9 @@ EVAL_RETURNS = 20
 MAX_BATCH = 2**24
 """Largest batch of transitions (or of evaluation episodes): ~16M, beyond real use, and
 small enough that batch x observation size cannot overflow an array's byte count."""
+FLOAT32_MAX = 3.4028234663852886e38
+"""The largest float32: a bound for keys that compare with the networks' float32 values
+(no larger value means anything more; configs that wrote 1e10 for "never" stay valid)."""
 MAX_CAPACITY = 2**40
 """Largest replay capacity: ~1.1e12 transitions, 1000x the largest replays in the
 literature; more overflows numpy's array byte count for image observations."""
@@ -187,11 +190,12 @@ class DQNConfig:
     1.5e-4 in practice, and a larger one turns Adam into plain SGD)."""
     batch_size: int = param(64, gt=0, le=MAX_BATCH)
     """Transitions per gradient step."""
-    huber_delta: float = param(1.0, gt=0.0, le=1e6)
-    """Huber loss threshold between the quadratic and linear parts (at most 1e6: past any
-    real TD error, where the loss is plain squared error already)."""
-    max_grad_norm: float = param(10.0, gt=0.0, le=1e9)
-    """Clip the global gradient norm to this value (at most 1e9: a larger one never clips)."""
+    huber_delta: float = param(1.0, gt=0.0, le=FLOAT32_MAX)
+    """Huber loss threshold between the quadratic and linear parts (a huge one, e.g. 1e10,
+    makes it plain squared error; at most float32's largest, past which nothing compares)."""
+    max_grad_norm: float = param(10.0, gt=0.0, le=FLOAT32_MAX)
+    """Clip the global gradient norm to this value (a huge one, e.g. 1e10, never clips; at
+    most float32's largest, which no float32 norm exceeds)."""
     action_mask: bool = False
     """Observations end with a mask of legal actions (1 = legal, one entry per action):
     exploration, greedy choices and bootstrap targets use legal actions only."""
@@ -375,7 +379,12 @@ class Config:
         return [(n, s) for n, s in core if n != "extra"] + list(self.extra.items())
 
     def validate(self) -> Config:
-        """Check every field's type and range; raise ConfigError naming the first bad one."""
+        """Check every field's type and range; raise ConfigError naming the first bad one.
+
+        It imports none of the code the config names: a received run's config is read
+        with it before the user has said they trust the run (:mod:`shoal.run.consent`). A
+        section's checks that need the env go in its ``check_env(cfg)``, which the
+        runner's preflight calls."""
         from shoal.runners import runner_names
 
         for name, section in self.sections():
@@ -410,7 +419,7 @@ class Config:
         for _, section in self.sections():
             check = getattr(section, "check", None)
             if callable(check):  # a section's own cross-field rules, given the whole config
-                check(self)
+                check(self)  # reading only: a check that needs the env is check_env
         return self
 
 
@@ -872,11 +881,13 @@ def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
     been made today; a value the run chose stays. A link is refused, not followed (a run
     directory is shared data)."""
     from shoal.run.files import link_refused
+    from shoal.run.imports import reading_imports_nothing
 
     if Path(path).is_symlink():
         raise ConfigError(link_refused(path))
     version = read_toml(path).get("config_version", 1)
-    cfg = load_config(path)
+    with reading_imports_nothing(f"config '{path}'"):
+        cfg = load_config(path)
     for _, section in cfg.sections():
         changed = getattr(type(section), "CHANGED_DEFAULTS", {})
         defaults = {f.name: f for f in dataclasses.fields(section)}
@@ -887,7 +898,8 @@ def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
                 setattr(section, key, fresh)
     if not overrides:
         return cfg
-    return load_config(None, overrides, values=config_to_dict(cfg))
+    with reading_imports_nothing(f"config '{path}'"):
+        return load_config(None, overrides, values=config_to_dict(cfg))
 
 
 @functools.cache

@@ -151,6 +151,12 @@ class SelfPlayConfig:
                 f"config key 'selfplay.enabled': needs env.vector = 'sync' (the opponent is "
                 f"loaded into each env in the worker), got {cfg.env.vector!r}"
             )
+
+    def check_env(self, cfg: Any) -> None:
+        """The env has an opponent to replace (made once to see; at the runner's
+        preflight, not while the config is checked: reading a config imports nothing)."""
+        if not self.enabled:
+            return
         from shoal.envs import make_env
 
         env = make_env(cfg.env)

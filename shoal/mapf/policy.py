@@ -205,15 +205,23 @@ def load_policy(
     communication off. A run whose config names code of its own opens only with
     ``trust_code`` (:mod:`shoal.run.consent`)."""
     from shoal.config import load_run_config
-    from shoal.mapf.config import MAPF_ID
-    from shoal.mapf.player import build_network
-    from shoal.run.checkpoint import checkpoint_fits, load_checkpoint
     from shoal.run.consent import check_consent
     from shoal.run.directory import RunDir
+    from shoal.run.imports import refusing_user_code
 
     run = RunDir.open(run_dir)
     cfg = load_run_config(run.config)
     check_consent(cfg, f"run '{run.path}'", trust_code=trust_code)
+    with refusing_user_code(f"run '{run.path}'", refuse=not trust_code):
+        return _network_policy(run, cfg, comm, checkpoint)
+
+
+def _network_policy(run: Any, cfg: Any, comm: bool, checkpoint: str) -> MapfPolicy:
+    """The policy of a MAPF run's checkpoint, once its config is allowed to load."""
+    from shoal.mapf.config import MAPF_ID
+    from shoal.mapf.player import build_network
+    from shoal.run.checkpoint import checkpoint_fits, load_checkpoint
+
     if cfg.env.id != MAPF_ID:
         raise ConfigError(f"run '{run.path}': env.id is {cfg.env.id!r}, not a MAPF run")
     if checkpoint not in ("best", "latest"):

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from shoal.errors import UntrustedCodeError
 from shoal.run.imports import LOCAL_OBJECTS, refusing_user_code, shoals_own, shown
 
-__all__ = ["TRUST_FLAG", "NamedCode", "check_consent", "named_code", "opened_run"]
+__all__ = ["TRUST_FLAG", "NamedCode", "check_consent", "code_in", "named_code", "opened_run"]
 
 TRUST_FLAG = "--trust-code"
 """The command-line opt-in (``trust_code=True`` in Python)."""
@@ -57,15 +57,24 @@ def named_code(cfg: Any) -> list[NamedCode]:
     found: list[NamedCode] = []
     for name, section in cfg.sections():
         for f in dataclasses.fields(section):
-            kind = f.metadata.get("code")
-            if kind is None:
-                continue
-            key = f"{name}.{f.name}"
-            values = getattr(section, f.name)
-            for value in values if kind == "modules" else [values]:
-                module = _module_of(kind, value)
-                if module and not shoals_own(module) and value not in LOCAL_OBJECTS:
-                    found.append(NamedCode(key, value, module))
+            found += code_in(cfg, f"{name}.{f.name}", getattr(section, f.name))
+    return found
+
+
+def code_in(cfg: Any, key: str, value: Any) -> list[NamedCode]:
+    """The code ``value`` would name as config key ``key`` of ``cfg`` (a value a study
+    may search, say): none for a key that names no code."""
+    section, _, name = key.partition(".")
+    holder = dict(cfg.sections()).get(section)
+    fields = {f.name: f for f in dataclasses.fields(holder)} if holder is not None else {}
+    kind = fields[name].metadata.get("code") if name in fields else None
+    if kind is None:
+        return []
+    found = []
+    for one in value if kind == "modules" and isinstance(value, list) else [value]:
+        module = _module_of(kind, one) if isinstance(one, str) else ""
+        if module and not shoals_own(module) and one not in LOCAL_OBJECTS:
+            found.append(NamedCode(key, one, module))
     return found
 
 
@@ -87,14 +96,20 @@ def _module_of(kind: str, value: str) -> str:
 
 
 def check_consent(
-    cfg: Any, where: str, *, trust_code: bool, user_keys: frozenset[str] = frozenset()
+    cfg: Any,
+    where: str,
+    *,
+    trust_code: bool,
+    user_keys: frozenset[str] = frozenset(),
+    also: Sequence[NamedCode] = (),
 ) -> None:
-    """One line naming the modules unless ``cfg`` names no code outside shoal or the user
-    trusts it. ``where`` names what is opened (``"run 'runs/x'"``); ``user_keys`` are
-    keys the user gave values of their own (a resume's ``--set``), not the run's."""
+    """One line naming the modules unless ``cfg`` (and ``also``: code a study's space may
+    pick) names no code outside shoal or the user trusts it. ``where`` names what is
+    opened (``"run 'runs/x'"``); ``user_keys`` are keys the user gave values of their own
+    (a resume's ``--set``), not the run's."""
     if trust_code:
         return
-    names = [c for c in named_code(cfg) if c.key not in user_keys]
+    names = [c for c in [*named_code(cfg), *also] if c.key not in user_keys]
     if not names:
         return
     listed = ", ".join(

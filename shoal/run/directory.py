@@ -147,8 +147,7 @@ class RunDir:
                 target.mkdir()  # atomic: of two runs racing for one name, exactly one wins
                 return cls(target)
             except FileExistsError:
-                if path is not None and _left_by_a_dead_start(target):
-                    shutil.rmtree(target)
+                if path is not None and _left_by_a_dead_start(target) and _remove(target):
                     print(
                         f"shoal: removed '{target}', left by a start whose process died "
                         "before training began",
@@ -179,6 +178,17 @@ class RunDir:
 
 _START_FILES = frozenset({"config.toml", "metrics.csv", "checkpoints", "tb", LOCK_NAME})
 """What a run directory holds before its first checkpoint."""
+
+
+def _remove(target: Path) -> bool:
+    """Remove a dead start's directory holding its lock (two retries at once: one wins,
+    the other finds it taken); whether this process removed it."""
+    try:
+        with DirectoryLock(target):
+            shutil.rmtree(target)
+    except (RunInUseError, RunDirError, OSError):
+        return False
+    return True
 
 
 def _left_by_a_dead_start(target: Path) -> bool:

@@ -43,6 +43,7 @@ __all__ = [
     "importable_elsewhere",
     "load_object",
     "local_name",
+    "reading_imports_nothing",
     "refusing_user_code",
     "search_path",
     "shoals_own",
@@ -105,14 +106,41 @@ def refusing_user_code(run: str, refuse: bool = True) -> Iterator[None]:
         _REFUSING.reset(token)
 
 
-def _import(module: str, key: str, what: str) -> Any:
-    """Import ``module`` (retrying with the working directory searched); one line on failure."""
-    run = _REFUSING.get()
-    if run is not None and not shoals_own(module):
-        raise UntrustedCodeError(
-            f"{run} names module {shown(module)} (config key {key!r}), code that opening it "
-            "would run; add --trust-code (trust_code=True in Python) if you trust the run"
+@contextlib.contextmanager
+def reading_imports_nothing(what: str) -> Iterator[None]:
+    """Within the block (reading and checking a config), importing a config's module is
+    refused whatever the user trusts: checking a config must import nothing, since a
+    received run's is checked before the user is asked (a check that needs the env is a
+    section's ``check_env``). Refused here, it is a bug, said as one."""
+    token = _REFUSING.set(f"\0{what}")
+    try:
+        yield
+    finally:
+        _REFUSING.reset(token)
+
+
+def _refused(module: str, key: str) -> UntrustedCodeError:
+    """The line for an import :func:`refusing_user_code` or :func:`reading_imports_nothing`
+    refuses."""
+    where = _REFUSING.get() or ""
+    if where.startswith("\0"):
+        return UntrustedCodeError(
+            f"checking {where[1:]} imported module {shown(module)} (config key {key!r}): "
+            "checking a config must import nothing, a bug of shoal's or of a plug-in's "
+            "config check (please report it)"
         )
+    return UntrustedCodeError(
+        f"{where} names module {shown(module)} (config key {key!r}), code that opening it "
+        "would run; add --trust-code (trust_code=True in Python) if you trust the run"
+    )
+
+
+def _import(module: str, key: str, what: str) -> Any:
+    """Import ``module`` (retrying with the working directory searched, unless a run is
+    open untrusted); one line on failure."""
+    refusing = _REFUSING.get() is not None
+    if refusing and not shoals_own(module):
+        raise _refused(module, key)
     try:
         return importlib.import_module(module)
     except ModuleNotFoundError as e:
@@ -121,7 +149,7 @@ def _import(module: str, key: str, what: str) -> Any:
                 f"config key {key!r}: importing {shown(module)} failed: {e}"
             ) from None
         cwd = os.getcwd()
-        if cwd not in sys.path:
+        if cwd not in sys.path and not refusing:
             sys.path.append(cwd)
             return _import(module, key, what)
         raise ConfigError(

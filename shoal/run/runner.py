@@ -107,6 +107,10 @@ class Runner:
                 " makes its own worlds, which stack no frames; leave env.frame_stack = 1"
             )
         cls.check(cfg)
+        for _, section in cfg.sections():  # a plug-in's checks that need the env
+            check_env = getattr(section, "check_env", None)
+            if callable(check_env):
+                check_env(cfg)
         _check_importable(cls, cfg)
 
     @classmethod

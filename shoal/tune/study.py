@@ -167,7 +167,6 @@ def resume_study(
     ``trust_code`` (:mod:`shoal.run.consent`); a cluster it names is joined only when given
     again (``ray_address``), else trials run on a local Ray.
     """
-    from shoal.run.consent import check_consent
     from shoal.run.imports import refusing_user_code
     from shoal.run.lock import DirectoryLock
 
@@ -176,7 +175,7 @@ def resume_study(
     lock = DirectoryLock(directory, "study directory")
     lock.check_free()
     base, space, settings = _read_study(directory)
-    check_consent(base, f"study '{directory}'", trust_code=trust_code)
+    _check_study_consent(base, space, directory, trust_code)
     _check_journal(directory / JOURNAL)
     _check_study_in(optuna, directory / JOURNAL)
     _local_ray_unless_given(base, settings, ray_address)
@@ -184,6 +183,8 @@ def resume_study(
         if value is not None:
             setattr(settings, name, value)
     settings.check()
+    _check_runner(base, settings)
+    _check_ray(settings)  # before anything is written: a resume that cannot run changes nothing
     with lock, refusing_user_code(f"study '{directory}'", refuse=not trust_code):
         study = _Study(optuna, directory, base, space, settings, progress, resume=True)
         _write_study_file(directory, base, space, settings)
@@ -207,10 +208,13 @@ def _read_study(directory: Path) -> tuple[Config, SearchSpace, TuneSettings]:
             raise ConfigError(link_refused(directory / name))
     if not (directory / "study.toml").is_file():
         raise ConfigError(f"'{directory}' is not a study directory (it has no study.toml)")
+    from shoal.run.imports import reading_imports_nothing
+
     data = read_toml(directory / "study.toml")
     try:
-        base = load_config(None, values=data["config"])
-        space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
+        with reading_imports_nothing(f"study '{directory}'"):
+            base = load_config(None, values=data["config"])
+            space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
         return base, space, TuneSettings(**data["settings"])
     except (KeyError, TypeError) as e:
         raise ConfigError(
@@ -252,6 +256,41 @@ def _check_journal(path: Path) -> None:
                 f"it was written leaves it); {untouched}. To resume from the trials before "
                 "it, remove that line"
             )
+
+
+def _check_study_consent(
+    base: Config, space: SearchSpace, directory: Path, trust_code: bool
+) -> None:
+    """A study's files are data: the code its base config names, and any its space may
+    pick for a trial, run only with the user's consent; a cluster address it searches is
+    refused (a resume joins no cluster its files name)."""
+    from shoal.run.consent import check_consent, code_in
+
+    where = f"study '{directory}'"
+    if "ray.address" in space.dimensions:
+        raise ConfigError(
+            f"{where} searches ray.address, and a resumed study joins no cluster its files "
+            "name; nothing was resumed (start a new study to search it)"
+        )
+    picked = [
+        code
+        for d in space.dimensions.values()
+        for choice in d.choices or ()
+        for code in code_in(base, d.key, choice)
+    ]
+    check_consent(base, where, trust_code=trust_code, also=picked)
+
+
+def _check_ray(settings: TuneSettings) -> None:
+    """Ray importable, and the cluster answering where one is named (one line each)."""
+    if not settings.ray:
+        return
+    from shoal.runners.ray.address import preflight
+    from shoal.runners.ray.runner import _ray
+
+    _ray()
+    if settings.ray_address and settings.ray_address != "auto":
+        preflight(settings.ray_address, "--ray-address")
 
 
 def _check_study_in(optuna: Any, journal: Path) -> None:
@@ -344,14 +383,14 @@ class _Study:
                 multivariate=True,
                 seed=settings.seed + done,
             )
-        self.study = optuna.create_study(
-            study_name=STUDY_NAME,
-            storage=storage,
-            direction="maximize",
-            sampler=sampler,
-            pruner=make_pruner(self.pruner_args),
-            load_if_exists=True,
-        )
+        found = {"study_name": STUDY_NAME, "storage": storage, "sampler": sampler}
+        pruner = make_pruner(self.pruner_args)
+        if resume:  # load_study writes nothing (create_study adds a record every time)
+            self.study = optuna.load_study(**found, pruner=pruner)
+        else:
+            self.study = optuna.create_study(
+                **found, direction="maximize", pruner=pruner, load_if_exists=True
+            )
         self.progress = progress
         self.executor: Any = None
         self.asked: dict[int, Any] = {}

@@ -264,3 +264,46 @@ def test_resume_never_dials_the_cluster_a_run_names(trained, tmp_path, capsys, m
     assert main([*argv, "--ray-address", "10.255.255.1:6379"]) == 2
     assert "resuming on a local Ray" not in capsys.readouterr().err
     assert used == [None, "10.255.255.1:6379"], used
+
+
+def test_reading_a_config_imports_nothing_even_where_a_check_needs_the_env(
+    trained, tmp_path, capsys, monkeypatch
+):
+    """Self-play's check makes the env (to see it has an opponent): at the runner's
+    preflight, never while a config is read, so a received run with self-play on is
+    refused before its env's module is imported."""
+    run = _copy(trained, tmp_path / "run")
+    marker = tmp_path / "marker"
+    mod = _marker_module(tmp_path, marker)
+    monkeypatch.chdir(tmp_path)
+    _set_config(
+        run,
+        env__id="shoal/ConnectFour-v0",
+        env__imports=[mod],
+        run__runner="processes",
+        selfplay__enabled=True,
+    )
+    for argv in (_argv("eval", run, tmp_path), ["plot", str(run)]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert not marker.exists(), argv
+        if argv[0] == "eval":
+            assert code == 2 and f"'{mod}'" in _one_error_line(err), err
+    load_config(run / "config.toml")  # a config the user names: still read as data
+    assert not marker.exists()
+
+
+def test_tune_resume_refuses_code_its_search_space_may_pick(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("optuna")
+    study = tmp_path / "study"
+    study.mkdir()
+    monkeypatch.chdir(tmp_path)
+    base = load_config("cartpole")
+    space = SearchSpace.build(base, {"space": {"dqn": {"network": {"choices": ["evilnet:f"]}}}})
+    _write_study_file(study, base, space, TuneSettings(trials=2))
+    (study / "journal.log").write_text('{"op_code": 0, "worker_id": "w", "study_name": "shoal"}\n')
+    files = {p: p.read_bytes() for p in study.rglob("*") if p.is_file()}
+    assert main(["tune", "--resume", str(study), "--no-progress"]) == 2
+    line = _one_error_line(capsys.readouterr().err)
+    assert "'evilnet' (dqn.network = 'evilnet:f')" in line and "--trust-code" in line, line
+    assert {p: p.read_bytes() for p in study.rglob("*") if p.is_file()} == files
