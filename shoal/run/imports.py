@@ -215,10 +215,12 @@ def check_factory(obj: Any, path: str, key: str, signature: str) -> None:
             f"config key {key!r}: {shown(path)} is a {type(obj).__name__}, not a callable "
             f"factory{signature}"
         )
-    if _builtin(obj):
+    if _builtin(obj) or path.partition(":")[0] == "builtins":
+        # by its path too: a library may have replaced a builtin with its own function
+        # (Ray's driver replaces print), which is not the user's factory either
         raise ConfigError(
             f"config key {key!r}: {shown(path)} is Python's built-in "
-            f"{getattr(obj, '__name__', type(obj).__name__)!r}, not a factory{signature}; "
+            f"{path.rpartition(':')[2].rpartition('.')[2]!r}, not a factory{signature}; "
             "it was not called"
         )
 
@@ -230,7 +232,7 @@ RECIPE_MEMBERS = ("probe", "make_network", "make_learner", "replay_fields")
 def check_recipe_class(obj: Any, path: str) -> None:
     """One line naming ``run.recipe`` unless ``obj`` (what ``path`` names) is a recipe
     class (one with the members runners call), checked before it is instantiated."""
-    if not inspect.isclass(obj) or _builtin(obj):
+    if not inspect.isclass(obj) or _builtin(obj) or path.partition(":")[0] == "builtins":
         what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
         raise ConfigError(
             f"config key 'run.recipe': {shown(path)} is {what}, not a recipe class (e.g. a "

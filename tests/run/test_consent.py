@@ -307,3 +307,25 @@ def test_tune_resume_refuses_code_its_search_space_may_pick(tmp_path, capsys, mo
     line = _one_error_line(capsys.readouterr().err)
     assert "'evilnet' (dqn.network = 'evilnet:f')" in line and "--trust-code" in line, line
     assert {p: p.read_bytes() for p in study.rglob("*") if p.is_file()} == files
+
+
+def test_a_builtin_a_library_replaced_is_still_refused(trained, tmp_path, capsys, monkeypatch):
+    """Ray's driver replaces ``print`` with a function of its own: what a path names in
+    ``builtins`` is refused by its path, whatever object is there now."""
+    import builtins
+
+    called, original = [], builtins.print
+
+    def replaced(*args, **kwargs):  # as the factory it would be called with the spaces
+        if args and not isinstance(args[0], str):
+            called.append(args)
+        else:
+            original(*args, **kwargs)
+
+    monkeypatch.setattr(builtins, "print", replaced)
+    run = _copy(trained, tmp_path / "run")
+    _set_config(run, dqn__network="builtins:print")
+    code = main(_argv("eval", run, tmp_path) + ["--trust-code"])
+    monkeypatch.undo()
+    err = capsys.readouterr().err
+    assert code == 2 and "built-in 'print'" in err and not called, (err, called)
