@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,8 +38,16 @@ def pytest_configure(config: pytest.Config) -> None:
     """One torch thread in every test process: two test workers share the 2 cores, and a
     network's intra-op threads beside the other worker oversubscribe them (torch's
     default is every core). Runs set their own (``run.torch_threads``) and so do tests of
-    thread settings."""
+    thread settings.
+
+    The repository root on ``sys.path``: a test module's functions run in spawned children
+    (``tests.sync.test_workers._stubborn``), which import the module by that name; without
+    it they imported only after some earlier test had put the working directory there."""
     import torch
+
+    root = str(Path(__file__).resolve().parent.parent)
+    if root not in sys.path:
+        sys.path.insert(0, root)
 
     torch.set_num_threads(1)
 

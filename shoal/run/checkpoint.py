@@ -69,9 +69,12 @@ def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
     directory is created if missing. A file system that refuses the write (full, read-only,
     no permission) is a :class:`~shoal.errors.RunDirError` naming the file; the previous
     file is untouched."""
+    from shoal.run.preemption import uninterrupted
+
     plain = to_plain({"format": FORMAT, **state})
     try:
-        atomic_write(path, lambda f: torch.save(plain, f))
+        with uninterrupted():  # a SIGTERM now stops the run once the file is whole
+            atomic_write(path, lambda f: torch.save(plain, f))
     except OSError as e:
         raise RunDirError(f"cannot write checkpoint '{path}': {_os_reason(e)}") from None
 

@@ -101,3 +101,30 @@ def test_killed_anywhere_a_run_resumes_and_its_best_never_gets_worse(runner, tmp
     final = _best_score(run)
     assert final is None or not present or final >= present[-1]
     print(f"{runner}: {KILLS} kills, temp files left by them {leftovers}, best {scores}")
+
+
+def test_a_sigterm_during_a_checkpoint_write_stops_the_run_after_it(tmp_path):
+    """SIGTERM raised inside torch.save left the zip writer half-closed, and its error
+    replaced the stop (exit 1): a preemption signal during a checkpoint write is held until
+    the file is whole, then stops the run as usual."""
+    import torch
+
+    from shoal.run.checkpoint import save_checkpoint
+    from shoal.run.preemption import Preempted, preemption_signals
+
+    original = torch.save
+
+    def save_with_a_signal_inside(obj, f, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)  # handled at the next bytecode, mid-write
+        return original(obj, f, *args, **kwargs)
+
+    path = tmp_path / "latest.pt"
+    state = {"config": {}, "loop": {"step": 3}, "weights": torch.ones(100_000)}
+    with preemption_signals():
+        torch.save = save_with_a_signal_inside
+        try:
+            with pytest.raises(Preempted):
+                save_checkpoint(path, state)
+        finally:
+            torch.save = original
+    assert load_checkpoint(path)["loop"]["step"] == 3  # whole, and then the stop
