@@ -198,7 +198,10 @@ def _resume_checks(
             f"config key 'env.id': {cfg.env.id!r} cannot resume a run trained on "
             f"{saved.env.id!r} (its networks and replay are that env's)"
         )
-    _local_ray_unless_given(cfg, given)
+    if "ray.address" not in given:  # never dial the cluster a received run names
+        from shoal.runners.ray.address import local_unless_given
+
+        local_unless_given(cfg, "run")
     runner_for(cfg).preflight(cfg)
     check_device(cfg)
     # Room for a checkpoint the size of the last one, before loading it.
@@ -212,19 +215,6 @@ def _resume_checks(
     state = load_checkpoint(run.checkpoint)
     _check_unfinished(cfg, state, run)
     return cfg, state
-
-
-def _local_ray_unless_given(cfg: Config, given: frozenset[str]) -> None:
-    """A resumed ray run never dials the cluster its config names (joining one lets it
-    send the driver objects to unpickle): it resumes on a local Ray, said in one line,
-    unless the address is given again (``--ray-address``, ``ray.address``)."""
-    address = getattr(cfg.extra.get("ray"), "address", None)
-    if cfg.run.runner != "ray" or not address or "ray.address" in given:
-        return
-    from shoal.runners.ray.address import forget_saved_address
-
-    cfg.extra["ray"].address = None
-    forget_saved_address(address, "run")
 
 
 def check_device(cfg: Config) -> None:

@@ -25,15 +25,14 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from shoal.errors import UntrustedCodeError
-from shoal.run.imports import LOCAL_OBJECTS, refusing_user_code, shoals_own, shown
+from shoal.run.imports import LOCAL_OBJECTS, shoals_own, shown
 
-__all__ = ["TRUST_FLAG", "NamedCode", "check_consent", "code_in", "named_code", "opened_run"]
+__all__ = ["TRUST_FLAG", "NamedCode", "check_consent", "code_in", "named_code"]
 
 TRUST_FLAG = "--trust-code"
 """The command-line opt-in (``trust_code=True`` in Python)."""
@@ -120,12 +119,3 @@ def check_consent(
         f"{where} names code of its own, which opening it would run: module {listed}; add "
         f"{TRUST_FLAG} (trust_code=True in Python) if you trust the run"
     )
-
-
-@contextlib.contextmanager
-def opened_run(cfg: Any, where: str, *, trust_code: bool) -> Iterator[None]:
-    """:func:`check_consent`, then, untrusted, the block runs with user code refused at
-    the import (:func:`~shoal.run.imports.refusing_user_code`)."""
-    check_consent(cfg, where, trust_code=trust_code)
-    with refusing_user_code(where, refuse=not trust_code):
-        yield

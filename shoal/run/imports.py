@@ -77,13 +77,14 @@ def check_path_syntax(key: str, value: str) -> None:
         )
 
 
-_REFUSING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+_REFUSING: contextvars.ContextVar[tuple[str, bool] | None] = contextvars.ContextVar(
     "shoal_refusing_user_code", default=None
 )
-"""While set (to the run being opened), a module that is not shoal's own does not import
-here: the consent check (:mod:`shoal.run.consent`) lists a config's code before anything
-runs, and this catches any name it would have missed. A context variable, so a run this
-process trains in another thread (``shoal tune``'s, a test's) is not affected."""
+"""While set (to what is being opened or read, and whether an import there is a bug), a
+module that is not shoal's own does not import here: the consent check
+(:mod:`shoal.run.consent`) lists a config's code before anything runs, and this catches
+any name it would have missed. A context variable, so a run this process trains in
+another thread (``shoal tune``'s, a test's) is not affected."""
 
 
 def shoals_own(module: str) -> bool:
@@ -96,14 +97,8 @@ def refusing_user_code(run: str, refuse: bool = True) -> Iterator[None]:
     """Within the block, importing a module that is not shoal's own by a config's name
     raises :class:`~shoal.errors.UntrustedCodeError` naming ``run`` (no-op unless
     ``refuse``)."""
-    if not refuse:
+    with _refusing((run, False), refuse):
         yield
-        return
-    token = _REFUSING.set(run)
-    try:
-        yield
-    finally:
-        _REFUSING.reset(token)
 
 
 @contextlib.contextmanager
@@ -112,7 +107,16 @@ def reading_imports_nothing(what: str) -> Iterator[None]:
     refused whatever the user trusts: checking a config must import nothing, since a
     received run's is checked before the user is asked (a check that needs the env is a
     section's ``check_env``). Refused here, it is a bug, said as one."""
-    token = _REFUSING.set(f"\0{what}")
+    with _refusing((what, True)):
+        yield
+
+
+@contextlib.contextmanager
+def _refusing(state: tuple[str, bool], refuse: bool = True) -> Iterator[None]:
+    if not refuse:
+        yield
+        return
+    token = _REFUSING.set(state)
     try:
         yield
     finally:
@@ -122,10 +126,10 @@ def reading_imports_nothing(what: str) -> Iterator[None]:
 def _refused(module: str, key: str) -> UntrustedCodeError:
     """The line for an import :func:`refusing_user_code` or :func:`reading_imports_nothing`
     refuses."""
-    where = _REFUSING.get() or ""
-    if where.startswith("\0"):
+    where, bug = _REFUSING.get() or ("", False)
+    if bug:
         return UntrustedCodeError(
-            f"checking {where[1:]} imported module {shown(module)} (config key {key!r}): "
+            f"checking {where} imported module {shown(module)} (config key {key!r}): "
             "checking a config must import nothing, a bug of shoal's or of a plug-in's "
             "config check (please report it)"
         )
@@ -197,13 +201,15 @@ def load_object(path: str, key: str, what: str = "the") -> Any:
     return obj
 
 
-def _builtin(obj: Any) -> bool:
-    """Whether ``obj`` is Python's or a C extension's own callable (``print``,
-    ``os.abort``, ``breakpoint``, ``type``), never a factory or recipe a user writes."""
+def _builtin(obj: Any, path: str) -> bool:
+    """Whether ``obj`` (what ``path`` names) is Python's or a C extension's own callable
+    (``print``, ``os.abort``, ``breakpoint``, ``type``), never a factory or recipe a user
+    writes. By its path too: a library may have put its own function in ``builtins``
+    (Ray's driver replaces ``print``)."""
     wrappers = (types.MethodWrapperType, types.WrapperDescriptorType)
     if inspect.isbuiltin(obj) or isinstance(obj, wrappers):
         return True
-    return getattr(obj, "__module__", None) == "builtins"
+    return "builtins" in (getattr(obj, "__module__", None), path.partition(":")[0])
 
 
 def check_factory(obj: Any, path: str, key: str, signature: str) -> None:
@@ -215,9 +221,7 @@ def check_factory(obj: Any, path: str, key: str, signature: str) -> None:
             f"config key {key!r}: {shown(path)} is a {type(obj).__name__}, not a callable "
             f"factory{signature}"
         )
-    if _builtin(obj) or path.partition(":")[0] == "builtins":
-        # by its path too: a library may have replaced a builtin with its own function
-        # (Ray's driver replaces print), which is not the user's factory either
+    if _builtin(obj, path):
         raise ConfigError(
             f"config key {key!r}: {shown(path)} is Python's built-in "
             f"{path.rpartition(':')[2].rpartition('.')[2]!r}, not a factory{signature}; "
@@ -232,7 +236,7 @@ RECIPE_MEMBERS = ("probe", "make_network", "make_learner", "replay_fields")
 def check_recipe_class(obj: Any, path: str) -> None:
     """One line naming ``run.recipe`` unless ``obj`` (what ``path`` names) is a recipe
     class (one with the members runners call), checked before it is instantiated."""
-    if not inspect.isclass(obj) or _builtin(obj) or path.partition(":")[0] == "builtins":
+    if not inspect.isclass(obj) or _builtin(obj, path):
         what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
         raise ConfigError(
             f"config key 'run.recipe': {shown(path)} is {what}, not a recipe class (e.g. a "

@@ -27,7 +27,6 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
-from types import TracebackType
 
 from shoal.errors import RunDirError, RunInUseError
 
@@ -112,12 +111,7 @@ class DirectoryLock:
     def __enter__(self) -> DirectoryLock:
         return self.acquire() if self._fd is None else self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

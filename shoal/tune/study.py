@@ -308,17 +308,14 @@ def _check_study_in(optuna: Any, journal: Path) -> None:
 def _local_ray_unless_given(base: Config, settings: TuneSettings, given: str | None) -> None:
     """A resumed study joins no cluster its files name unless the user names it again:
     ``given`` (``--ray-address``) for the trials, none for the base config's ray runs."""
-    from shoal.runners.ray.address import forget_saved_address
+    from shoal.runners.ray.address import forget_saved_address, local_unless_given
 
     if given:
         settings.ray, settings.ray_address = True, given
     elif settings.ray_address:
         forget_saved_address(settings.ray_address, "study")
         settings.ray_address = ""
-    address = getattr(base.extra.get("ray"), "address", None)
-    if base.run.runner == "ray" and address:
-        forget_saved_address(address, "study", "a new study with --set ray.address=")
-        base.extra["ray"].address = None
+    local_unless_given(base, "study", "a new study with --set ray.address=")
 
 
 def _check_runner(base: Config, settings: TuneSettings) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "MIN_RAY_VERSION",
     "cluster_address",
     "forget_saved_address",
+    "local_unless_given",
     "local_auth_warning",
     "local_node_ip",
     "preflight",
@@ -111,6 +112,17 @@ def forget_saved_address(address: str, what: str, again: str = "--ray-address") 
         f"which a resume joins only when given again ({again} {address})",
         file=sys.stderr,
     )
+
+
+def local_unless_given(cfg: Any, what: str, again: str = "--ray-address") -> None:
+    """A resumed ``what``'s ray runs start a local Ray: the cluster address its saved
+    config names (``ray.address``) is dropped, said in one line (:func:`forget_saved_address`).
+    The caller skips this where the user gave the address again."""
+    address = getattr(cfg.extra.get("ray"), "address", None)
+    if cfg.run.runner != "ray" or not address:
+        return
+    cfg.extra["ray"].address = None
+    forget_saved_address(address, what, again)
 
 
 def _refusal(host: str, port: int) -> str | None:
