@@ -25,8 +25,7 @@ Example:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,12 +35,10 @@ from torch import nn
 from shoal.agent.losses import Batch, DQNLoss
 from shoal.agent.networks import Params, make_q_network
 from shoal.agent.noisy import NoiseSource, noise_shapes
+from shoal.agent.update_steps import Loss, LossInfo, Pending, UpdateSteps
 from shoal.config import DQNConfig
 
-__all__ = ["DQN", "Batch", "Learner", "LossInfo", "make_adam", "resolve_device"]
-
-Loss = Callable[[Params, Params, Any], tuple[torch.Tensor, torch.Tensor]]
-"""A pure loss: ``(params, target_params, batch) -> (loss, td_errors)``."""
+__all__ = ["DQN", "Batch", "Learner", "LossInfo", "Pending", "make_adam", "resolve_device"]
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -49,15 +46,6 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     if device is None or str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)
-
-
-@dataclass
-class LossInfo:
-    """What one loss evaluation reports: the scalar loss and per-sample TD errors
-    (for replay priorities), both detached."""
-
-    loss: float
-    td_errors: np.ndarray
 
 
 def make_adam(params: Sequence[torch.Tensor], cfg: DQNConfig) -> Any:
@@ -84,7 +72,7 @@ def set_adam_hyperparameters(optimizer: Any, cfg: DQNConfig) -> None:
             group["lr"], group["eps"] = cfg.lr, cfg.adam_eps
 
 
-class Learner:
+class Learner(UpdateSteps):
     """Online and target networks, an optimizer and a pure loss: gradients / apply / step
     and its state for checkpoints.
 
@@ -121,6 +109,7 @@ class Learner:
         shapes = noise_shapes(self.params)
         if shapes:
             self.noise = NoiseSource(shapes, int(torch.randint(2**62, ())))
+        self.init_updates(loss)
 
     def loss_params(self) -> tuple[Params, Params]:
         """The online and target weights a loss evaluation reads: with fresh noise for
@@ -132,35 +121,45 @@ class Learner:
 
     def gradients(self, batch: Any) -> tuple[list[torch.Tensor], LossInfo]:
         """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
-        loss, td = self.loss(*self.loss_params(), batch)
+        loss, td, grads = self._loss_and_gradients(batch)
+        return grads, LossInfo(float(loss.detach()), td.detach().cpu().numpy())
+
+    def _loss_and_gradients(
+        self, batch: Any
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        loss, td = self._loss_fn(*self.loss_params(), batch)
         # Zeros for parameters a batch does not reach (a communication block in a batch
         # where no agent meets another).
         grads = torch.autograd.grad(loss, self._param_list, materialize_grads=True)
-        return list(grads), LossInfo(float(loss.detach()), td.cpu().numpy())
+        return loss, td, list(grads)
 
     def apply(self, grads: Sequence[torch.Tensor]) -> float:
         """Clip ``grads`` by global norm, take an optimizer step, move the target network.
 
         Returns the gradient norm before clipping.
         """
+        norm = self._step_weights(grads)
+        self._count_update()
+        return float(norm)
+
+    def _step_weights(self, grads: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Clip, optimizer step and a soft target update: device work only (capturable)."""
         for p, g in zip(self._param_list, grads):
             p.grad = g  # FusedAdam makes it contiguous (the fused kernel reads memory order)
         norm = torch.nn.utils.clip_grad_norm_(self._param_list, self.cfg.max_grad_norm)
         self.optimizer.step()
         for p in self._param_list:
             p.grad = None
-        self.updates += 1
         if self.cfg.target_update == "soft":
             self.soft_update(self.cfg.tau)
-        elif self.updates % self.cfg.target_period == 0:
-            self.sync_target()
-        return float(norm)
+        return norm
 
-    def step(self, batch: Any) -> LossInfo:
-        """One full learning step: gradients, then apply."""
-        grads, info = self.gradients(batch)
-        self.apply(grads)
-        return info
+    def update_body(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gradients and :meth:`apply`'s device work, nothing read back: the loss and TD
+        errors as device tensors. What ``run.compile = 'graph'`` captures."""
+        loss, td, grads = self._loss_and_gradients(batch)
+        self._step_weights(grads)
+        return loss.detach(), td.detach()
 
     batch_type: type[Batch] = Batch
     """The batch its loss reads: a replay sample's fields and :meth:`batch_extras`."""
@@ -185,16 +184,13 @@ class Learner:
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
 
-    # --- target network -------------------------------------------------------------------
-    @torch.no_grad()
-    def sync_target(self) -> None:
-        """Hard update: copy the online weights into the target network."""
-        torch._foreach_copy_(list(self.target_params.values()), self._param_list)
+    def has_noise(self) -> bool:
+        """Whether each loss evaluation draws noisy layers' noise (on the host)."""
+        return self.noise is not None
 
-    @torch.no_grad()
-    def soft_update(self, tau: float) -> None:
-        """Polyak update: target <- tau * online + (1 - tau) * target."""
-        torch._foreach_lerp_(list(self.target_params.values()), self._param_list, tau)
+    def read(self, pending: Pending) -> LossInfo:
+        """An update's loss and TD errors read back (waits for the update)."""
+        return pending.info()
 
     # --- weights and checkpoints ----------------------------------------------------------
     def weights(self) -> dict[str, torch.Tensor]:

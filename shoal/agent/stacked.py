@@ -40,6 +40,7 @@ from shoal.agent.learner import Learner, make_adam, set_adam_hyperparameters
 from shoal.agent.losses import Batch, mask_illegal
 from shoal.agent.networks import Params, apply_network
 from shoal.agent.noisy import draw_noise_np, noise_shapes
+from shoal.agent.update_steps import Pending, UpdateSteps
 
 __all__ = ["StackedActor", "StackedLearner", "StackedLossInfo", "stack_batches"]
 
@@ -61,7 +62,7 @@ def stack_batches(batches: Sequence[Batch]) -> Batch:
     )
 
 
-class StackedLearner:
+class StackedLearner(UpdateSteps):
     """K learners of one kind (same network shape, loss and config) trained as one.
 
     Built from K ordinary learners, so each agent starts from its own initialisation; their
@@ -95,6 +96,7 @@ class StackedLearner:
         """The K agents, for their :meth:`~shoal.agent.learner.Learner.batch_extras`."""
         self.batch_type = first.batch_type
         self._vloss = vmap(self._one)
+        self.init_updates(self._stacked_loss)
 
     def _one(self, params: Params, target_params: Params, *batch: torch.Tensor) -> Any:
         return self.loss(params, target_params, self.batch_type(*batch))
@@ -123,19 +125,31 @@ class StackedLearner:
     def gradients(self, batch: Batch) -> tuple[list[torch.Tensor], StackedLossInfo]:
         """Each agent's gradients (stacked) from a ``(K, B, ...)`` batch; ``.grad`` is
         left alone."""
-        params, target_params = self.loss_params()
-        if getattr(self.loss.network, "stackable", False):  # batched matmuls, no vmap
-            losses, td = self.loss(params, target_params, batch)
-        else:
-            values = [getattr(batch, f.name) for f in fields(self.batch_type)]
-            losses, td = self._vloss(params, target_params, *values)
+        losses, td, grads = self._loss_and_gradients(batch)
+        return grads, self.read(Pending(losses.detach(), td.detach()))
+
+    def _loss_and_gradients(
+        self, batch: Batch
+    ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        losses, td = self._loss_fn(*self.loss_params(), batch)
         grads = torch.autograd.grad(losses.sum(), self._param_list)
-        info = StackedLossInfo(losses.detach().cpu().numpy(), td.detach().cpu().numpy())
-        return list(grads), info
+        return losses, td, list(grads)
+
+    def _stacked_loss(self, params: Params, target_params: Params, batch: Batch) -> Any:
+        """The K losses ``(K,)`` and TD errors ``(K, B)`` of a stacked batch."""
+        if getattr(self.loss.network, "stackable", False):  # batched matmuls, no vmap
+            return self.loss(params, target_params, batch)
+        values = [getattr(batch, f.name) for f in fields(self.batch_type)]
+        return self._vloss(params, target_params, *values)
 
     def apply(self, grads: Sequence[torch.Tensor]) -> np.ndarray:
         """Clip each agent's gradients by its own global norm, step every agent, move the
         targets; returns the ``(K,)`` norms before clipping."""
+        norms = self._step_weights(grads)
+        self._count_update()
+        return norms.detach().cpu().numpy()
+
+    def _step_weights(self, grads: Sequence[torch.Tensor]) -> torch.Tensor:
         k = self.k
         per_tensor = torch.stack([g.reshape(k, -1).norm(dim=1) for g in grads], dim=1)
         norms = per_tensor.norm(dim=1)
@@ -147,20 +161,17 @@ class StackedLearner:
         self.optimizer.step()
         for p in self._param_list:
             p.grad = None
-        self.updates += 1
-        with torch.no_grad():
-            targets = list(self.target_params.values())
-            if self.cfg.target_update == "soft":
-                torch._foreach_lerp_(targets, self._param_list, self.cfg.tau)
-            elif self.updates % self.cfg.target_period == 0:
-                torch._foreach_copy_(targets, self._param_list)
-        return norms.detach().cpu().numpy()
+        if self.cfg.target_update == "soft":
+            self.soft_update(self.cfg.tau)
+        return norms
 
-    def step(self, batch: Batch) -> StackedLossInfo:
-        """One update of all K agents, each on its own slice of ``batch``."""
-        grads, info = self.gradients(batch)
-        self.apply(grads)
-        return info
+    def has_noise(self) -> bool:
+        """Whether each loss evaluation draws the agents' noisy layers' noise."""
+        return self.learners[0].noise is not None
+
+    def read(self, pending: Pending) -> StackedLossInfo:
+        """The K losses and TD errors read back (waits for the update)."""
+        return StackedLossInfo(pending.loss.cpu().numpy(), pending.td_errors.cpu().numpy())
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The stacked online weights by name (live: a weight store copies them)."""

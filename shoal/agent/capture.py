@@ -1,0 +1,278 @@
+"""How a learner's update runs: eagerly, with its loss compiled by ``torch.compile``, or
+captured once as a CUDA graph and replayed.
+
+On a GPU an eager update is a few hundred small kernel launches, each waiting on Python;
+the same update replayed from a CUDA graph is one launch. :class:`GraphedUpdate` captures
+a learner's whole update body (target forward, loss, gradients, clip, the optimizer step,
+a soft target update) once, on static input buffers each batch is copied into, and
+replays it. It checks the first replay against the eager update of the same batch and
+falls back to eager, with one line saying why, when capture fails or the two differ: a
+network with data-dependent control flow (a ``.any()`` in Python, a ``nonzero``) cannot be
+captured, and is never replayed wrong.
+
+The owner of the update (:class:`~shoal.agent.learner.Learner`, the stacked learner)
+supplies the :class:`Updatable` members; nothing here knows what the loss is.
+
+Example:
+    >>> resolve_compile("auto", torch.device("cpu"))[0]
+    'off'
+    >>> resolve_compile("graph", torch.device("cpu"))
+    Traceback (most recent call last):
+    ...
+    shoal.errors.ConfigError: config key 'run.compile': 'graph' captures the update as ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, fields, is_dataclass
+from typing import Any, Protocol
+
+import torch
+
+from shoal.errors import ConfigError
+
+__all__ = [
+    "COMPILE_MODES",
+    "GraphedUpdate",
+    "Updatable",
+    "compile_loss",
+    "cuda_capture",
+    "resolve_compile",
+]
+
+COMPILE_MODES = ("auto", "off", "compile", "graph")
+"""What ``run.compile`` takes: 'auto' (a CUDA graph on a GPU, eager on a CPU), 'off'
+(eager), 'compile' (the loss through ``torch.compile``), 'graph' (CUDA only)."""
+
+_CPU_AUTO = (
+    "auto on a CPU: eager (torch.compile measured 0.84-1.08x eager on 2 cores, "
+    "benchmarks/RESULTS.md)"
+)
+
+
+def resolve_compile(mode: str, device: torch.device) -> tuple[str, str]:
+    """The update mode ``run.compile = mode`` means on ``device``, and a few words on why
+    (what the run's first line says). 'graph' on a device without CUDA is a one-line
+    :class:`~shoal.errors.ConfigError`."""
+    if mode not in COMPILE_MODES:
+        allowed = ", ".join(repr(m) for m in COMPILE_MODES)
+        raise ConfigError(f"config key 'run.compile': {mode!r} is not one of {allowed}")
+    if mode == "graph" and device.type != "cuda":
+        raise ConfigError(
+            "config key 'run.compile': 'graph' captures the update as a CUDA graph, and the "
+            f"learner's device is {device.type!r}"
+            + ("" if torch.cuda.is_available() else " (torch sees no CUDA device here)")
+            + "; use 'auto', 'off' or 'compile'"
+        )
+    if mode == "auto":
+        if device.type == "cuda":
+            return "graph", "auto on CUDA: one CUDA graph, eager where capture fails"
+        return "off", _CPU_AUTO
+    return mode, f"run.compile = {mode!r}"
+
+
+class Updatable(Protocol):
+    """What a learner gives :class:`GraphedUpdate`: its update body and the tensors the
+    body changes."""
+
+    def update_body(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss, gradients, clip, optimizer step (and a soft target update): the loss and
+        the TD errors as device tensors, nothing read back to the host."""
+        ...
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Every tensor the body writes (weights, targets, optimizer moments and steps)."""
+        ...
+
+    def capture_blocker(self) -> str | None:
+        """Why the body cannot be captured at all (noise drawn on the host, an optimizer
+        without a device-side step), or None."""
+        ...
+
+
+def compile_loss(loss: Callable[..., Any], notes: list[str]) -> Callable[..., Any]:
+    """``loss`` through ``torch.compile`` (forward and backward compiled), falling back to
+    ``loss`` itself, with a line in ``notes``, when compiling fails at the first call."""
+    compiled = torch.compile(loss, dynamic=False)
+    state = {"fn": compiled}
+
+    def call(*args: Any) -> Any:
+        try:
+            return state["fn"](*args)
+        except Exception as e:  # dynamo / inductor failures surface at the first call
+            if state["fn"] is loss:
+                raise
+            state["fn"] = loss
+            notes.append(f"update: eager, torch.compile failed ({_first_line(e)})")
+            return loss(*args)
+
+    call.__wrapped__ = loss  # type: ignore[attr-defined]  # set_compile unwraps it
+    return call
+
+
+def batch_tensors_of(batch: Any) -> list[torch.Tensor]:
+    """The tensors of a batch dataclass, in field order (None fields skipped)."""
+    if not is_dataclass(batch):
+        raise TypeError(f"a batch must be a dataclass of tensors, not {type(batch).__name__}")
+    values = [getattr(batch, f.name) for f in fields(batch)]
+    return [v for v in values if isinstance(v, torch.Tensor)]
+
+
+@dataclass
+class _Capture:
+    """One captured update: its replay, static inputs and outputs."""
+
+    replay: Callable[[], None]
+    static: Any
+    inputs: list[torch.Tensor]
+    out: tuple[torch.Tensor, torch.Tensor]
+
+
+class GraphedUpdate:
+    """An owner's update body, run eagerly for ``warmup`` updates, then captured once and
+    replayed on static inputs.
+
+    The warm-up updates are real updates (CUDA needs a few on a side stream before capture,
+    for cuBLAS workspaces and the optimizer's state). The capture's first replay is checked
+    against the eager update of the same batch from the same state; any difference beyond
+    float tolerance, or a capture that fails, falls back to eager for good with a line in
+    :attr:`notes`. Batches of another shape than the captured one run eagerly.
+
+    ``capture`` records a function and returns its replay and its outputs
+    (:func:`cuda_capture` by default); tests on a CPU pass a stand-in that runs the body on
+    the static inputs at each replay, which checks everything here but the recording.
+    """
+
+    def __init__(
+        self,
+        owner: Updatable,
+        *,
+        warmup: int = 3,
+        capture: Callable[[Callable[[], Any]], tuple[Callable[[], None], Any]] | None = None,
+    ) -> None:
+        self.owner = owner
+        self.warmup = warmup
+        self._record = capture or cuda_capture
+        self._seen = 0
+        self._capture: _Capture | None = None
+        self.failed: str | None = owner.capture_blocker()
+        """Why this update runs eagerly (None while it is or will be captured)."""
+        self.notes: list[str] = []
+        """Lines for the run's output: a fallback and its reason."""
+        if self.failed:
+            self.notes.append(f"update: eager, not captured ({self.failed})")
+
+    @property
+    def captured(self) -> bool:
+        """Whether updates replay a captured graph now."""
+        return self._capture is not None and self.failed is None
+
+    def __call__(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.failed is not None:
+            return self.owner.update_body(batch)
+        if self._seen < self.warmup:
+            self._seen += 1
+            with _side_stream():
+                return self.owner.update_body(batch)
+        if self._capture is None:
+            return self._capture_and_check(batch)
+        inputs = batch_tensors_of(batch)
+        if [t.shape for t in inputs] != [t.shape for t in self._capture.inputs]:
+            return self.owner.update_body(batch)  # a short last batch, say
+        torch._foreach_copy_(self._capture.inputs, inputs)
+        self._capture.replay()
+        loss, td = self._capture.out  # the next replay overwrites them: copies go out
+        return loss.clone(), td.clone()
+
+    def _capture_and_check(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Capture on a copy of ``batch``, replay it once, and keep it only if it matches
+        the eager update from the same state; either way this update is done once."""
+        state = self.owner.state_tensors()
+        before = [t.detach().clone() for t in state]
+        static = _clone_batch(batch)
+        try:
+            replay, out = self._record(lambda: self.owner.update_body(static))
+            cap = _Capture(replay, static, batch_tensors_of(static), out)
+            _restore(state, before)  # a recording runs nothing on CUDA; a stand-in may
+            cap.replay()
+            replayed = [t.detach().clone() for t in state]
+        except Exception as e:
+            _restore(state, before)
+            return self._fall_back(f"capture failed: {_first_line(e)}", batch)
+        _restore(state, before)
+        eager = self.owner.update_body(static)
+        bad = _mismatch(state, replayed, before)
+        if bad is not None:
+            return self._fall_back(f"the replay differs from eager ({bad})", None, eager)
+        self._capture = cap
+        return eager
+
+    def _fall_back(
+        self, why: str, batch: Any, done: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self.failed = why
+        self._capture = None
+        self.notes.append(f"update: eager, not captured ({why})")
+        return done if done is not None else self.owner.update_body(batch)
+
+
+def cuda_capture(fn: Callable[[], Any]) -> tuple[Callable[[], None], Any]:
+    """``fn`` recorded as one CUDA graph: its replay, and its outputs (static tensors that
+    each replay overwrites)."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph.replay, out
+
+
+@contextlib.contextmanager
+def _side_stream() -> Iterator[None]:
+    """CUDA's warm-up before capture runs on a side stream; elsewhere nothing."""
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        yield
+        return
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        yield
+    torch.cuda.current_stream().wait_stream(stream)
+
+
+def _clone_batch(batch: Any) -> Any:
+    kind = type(batch)
+    values = {
+        f.name: (v.clone() if isinstance(v, torch.Tensor) else v)
+        for f in fields(batch)
+        for v in (getattr(batch, f.name),)
+    }
+    return kind(**values)
+
+
+@torch.no_grad()
+def _restore(state: Sequence[torch.Tensor], saved: Sequence[torch.Tensor]) -> None:
+    torch._foreach_copy_(list(state), list(saved))
+
+
+@torch.no_grad()
+def _mismatch(
+    eager: Sequence[torch.Tensor], replayed: Sequence[torch.Tensor], before: Sequence[torch.Tensor]
+) -> str | None:
+    """Where a replayed update moved a tensor differently from eager, beyond 1% of eager's
+    own move (float reordering stays far below; a stale capture does not), or None."""
+    for i, (e, r, b) in enumerate(zip(eager, replayed, before)):
+        if not e.is_floating_point():
+            if not torch.equal(e, r):
+                return f"tensor {i} of the learner's state"
+            continue
+        err = float((e - r).abs().max()) if e.numel() else 0.0
+        move = float((e - b).abs().max()) if e.numel() else 0.0
+        if not err <= 1e-2 * move + 1e-6:
+            return f"tensor {i} of the learner's state off by {err:.3g}, eager moved it {move:.3g}"
+    return None
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:200]

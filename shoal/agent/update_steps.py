@@ -1,0 +1,155 @@
+"""How a learner's updates run, shared by the single learner and the K stacked agents:
+an update without waiting for the device, the hard target period, and ``run.compile``'s
+choice of eager, compiled loss or captured CUDA graph (:mod:`shoal.agent.capture`).
+
+A learner supplies ``_loss_and_gradients`` and ``_step_weights`` (its loss, its clip);
+everything here is the same for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from shoal.agent.capture import GraphedUpdate, compile_loss, resolve_compile
+from shoal.agent.networks import Params
+
+__all__ = ["Loss", "LossInfo", "Pending", "UpdateSteps"]
+
+Loss = Callable[[Params, Params, Any], tuple[torch.Tensor, torch.Tensor]]
+"""A pure loss: ``(params, target_params, batch) -> (loss, td_errors)``."""
+
+
+@dataclass
+class LossInfo:
+    """What one loss evaluation reports: the scalar loss and per-sample TD errors
+    (for replay priorities), both detached."""
+
+    loss: float
+    td_errors: np.ndarray
+
+
+@dataclass
+class Pending:
+    """One update's loss and TD errors, still on the device: reading them waits for the
+    update, so a runner reads the loss at log ticks and copies TD errors out without
+    blocking (:class:`~shoal.replay.late.LatePriorities`)."""
+
+    loss: torch.Tensor
+    td_errors: torch.Tensor
+
+    def info(self) -> LossInfo:
+        """Both read back (waits for the update)."""
+        return LossInfo(float(self.loss), self.td_errors.cpu().numpy())
+
+
+class UpdateSteps:
+    """The update loop of a learner with ``params``, ``target_params``, ``optimizer``,
+    ``cfg``, ``device`` and ``updates``."""
+
+    cfg: Any
+    device: torch.device
+    updates: int
+    optimizer: Any
+    target_params: dict[str, torch.Tensor]
+    _param_list: list[torch.Tensor]
+
+    def init_updates(self, loss: Loss) -> None:
+        """Eager updates on ``loss`` until :meth:`set_compile` says otherwise."""
+        self.notes: list[str] = []
+        """Lines for the run's output about how updates run (a fallback to eager, why)."""
+        self.compile_mode = "off"
+        """How :meth:`update` runs: 'off' (eager), 'compile' or 'graph'."""
+        self._loss_fn: Loss = loss
+        self._run_update: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] = self.update_body
+
+    # --- what each learner supplies -----------------------------------------------------------
+    def _loss_and_gradients(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+        raise NotImplementedError
+
+    def _step_weights(self, grads: Sequence[torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def has_noise(self) -> bool:
+        """Whether each loss evaluation draws noisy layers' noise (on the host)."""
+        raise NotImplementedError
+
+    def read(self, pending: Pending) -> Any:
+        """An update's results read back (waits for the update)."""
+        raise NotImplementedError
+
+    # --- the update -------------------------------------------------------------------------
+    def update_body(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Gradients, clip, optimizer step and a soft target update, nothing read back:
+        the loss and TD errors as device tensors. What ``run.compile = 'graph'`` captures."""
+        loss, td, grads = self._loss_and_gradients(batch)
+        self._step_weights(grads)
+        return loss.detach(), td.detach()
+
+    def update(self, batch: Any) -> Pending:
+        """One learning step without waiting for the device (as :attr:`compile_mode` runs
+        it): its loss and TD errors stay on the device until read."""
+        loss, td = self._run_update(batch)
+        self._count_update()
+        return Pending(loss, td)
+
+    def step(self, batch: Any) -> Any:
+        """One full learning step (gradients, then apply), its results read back."""
+        return self.read(self.update(batch))
+
+    def _count_update(self) -> None:
+        """Count an update; copy the target when the hard period says so."""
+        self.updates += 1
+        if self.cfg.target_update != "soft" and self.updates % self.cfg.target_period == 0:
+            self.sync_target()
+
+    @torch.no_grad()
+    def sync_target(self) -> None:
+        """Hard update: copy the online weights into the target network."""
+        torch._foreach_copy_(list(self.target_params.values()), self._param_list)
+
+    @torch.no_grad()
+    def soft_update(self, tau: float) -> None:
+        """Polyak update: target <- tau * online + (1 - tau) * target."""
+        torch._foreach_lerp_(list(self.target_params.values()), self._param_list, tau)
+
+    # --- how updates run --------------------------------------------------------------------
+    def set_compile(self, mode: str, **graph_options: Any) -> str:
+        """Run :meth:`update` as ``run.compile = mode`` says (see
+        :func:`~shoal.agent.capture.resolve_compile`); returns the words the run's first
+        line shows. Fallbacks to eager are added to :attr:`notes` as they happen.
+        ``graph_options`` (stand-ins for CUDA's graph, from tests on a CPU) force 'graph'."""
+        if graph_options:
+            resolved, why = "graph", "a stand-in recording"
+        else:
+            resolved, why = resolve_compile(mode, self.device)
+        self.compile_mode = resolved
+        base = self._loss_fn.__wrapped__ if hasattr(self._loss_fn, "__wrapped__") else None
+        self._loss_fn = base or self._loss_fn
+        self._run_update = self.update_body
+        if resolved == "compile":
+            self._loss_fn = compile_loss(self._loss_fn, self.notes)
+        elif resolved == "graph":
+            graphed = GraphedUpdate(self, **graph_options)
+            self.notes.extend(graphed.notes)
+            graphed.notes = self.notes
+            self._run_update = graphed
+        return f"update {resolved} ({why})"
+
+    def state_tensors(self) -> list[torch.Tensor]:
+        """Every tensor an update writes: weights, targets and the optimizer's state."""
+        opt = self.optimizer
+        moments = [*opt.exp_avg, *opt.exp_avg_sq, *opt.steps] if hasattr(opt, "steps") else []
+        return [*self._param_list, *self.target_params.values(), *moments]
+
+    def capture_blocker(self) -> str | None:
+        """Why this learner's update cannot be captured as a CUDA graph, or None."""
+        if self.has_noise():
+            return "noisy layers draw their noise on the host each update"
+        if not hasattr(self.optimizer, "steps"):
+            return "the optimizer has no step count on the device"
+        return None

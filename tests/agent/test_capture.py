@@ -1,0 +1,252 @@
+"""run.compile: the same learning whichever way an update runs.
+
+Every recipe's learner, fed the same 50 replay samples from the same start, ends with the
+same weights, targets and optimizer state (float tolerance) whether its updates run eagerly,
+with the loss through torch.compile, or through :class:`~shoal.agent.capture.GraphedUpdate`
+with a stand-in for CUDA's recording (CI has no GPU: the stand-in runs the body on the static
+inputs at each replay, so everything but the recording itself is checked here). A capture
+that fails, or replays differently from eager, falls back to eager with one line and never
+changes a result.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from shoal.agent.capture import resolve_compile
+from shoal.agent.learner import DQN
+from shoal.agent.losses import Batch
+from shoal.agent.networks import QNetwork
+from shoal.agent.stacked import StackedLearner, stack_batches
+from shoal.config import DQNConfig, load_config
+from shoal.errors import ConfigError
+from shoal.runners import runner_for
+
+pytestmark = pytest.mark.timeout(300)
+UPDATES = 50
+
+RECIPES = {
+    "dqn": ("cartpole", ["dqn.hidden=[32,32]"]),
+    "iqn": ("cartpole", ["run.recipe='iqn'", "dqn.hidden=[32]"]),
+    "r2d2": (
+        "cartpole",
+        ["run.recipe='r2d2'", "r2d2.length=8", "r2d2.burn_in=4", "r2d2.period=4"],
+    ),
+    "hybrid": ("hybrid", []),
+    "user network": (
+        "cartpole",
+        ["dqn.network='tests.user_code.qnets:layernorm_mlp'", "replay.prioritized=true"],
+    ),
+}
+
+
+def learner_and_samples(name: str):
+    """A maker of a recipe's learner (each the same, as a serial runner on a CPU builds it)
+    and 50 samples of the replay that runner filled."""
+    preset, extra = RECIPES[name]
+    cfg = load_config(
+        preset,
+        [
+            *extra,
+            "run.device='cpu'",
+            "run.learning_starts=200",
+            "run.progress=false",
+            "dqn.batch_size=16",
+        ],
+    )
+    runner = runner_for(cfg)(cfg)
+    try:
+        step = 0
+        while not (step >= 300 and runner.replay_ready()):
+            step += runner.collect(step).steps
+        samples = [runner.replay.sample(16) for _ in range(UPDATES)]
+        return (lambda: runner.make_learner(cfg, runner.spec)), samples
+    finally:
+        runner.stop()
+        runner.close()
+
+
+def run_updates(learner, samples):
+    for s in samples:
+        learner.step(learner.make_batch(s))
+    return [t.detach().clone() for t in learner.state_tensors()]
+
+
+def assert_same_state(got, want, atol=1e-5, rtol=1e-4):
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert torch.allclose(g, w, atol=atol, rtol=rtol), (
+            f"tensor {i}: off by {float((g - w).abs().max()):.3g}"
+        )
+
+
+class StandInGraph:
+    """CUDA's recording, as a CPU can do it: each replay runs the recorded function again
+    and writes its outputs into the tensors the recording returned (as a graph's static
+    outputs are written)."""
+
+    def __init__(self) -> None:
+        self.recorded = 0
+        self.replays = 0
+
+    def __call__(self, fn):
+        self.recorded += 1
+        out = tuple(t.clone() for t in fn())
+
+        def replay() -> None:
+            self.replays += 1
+            for o, t in zip(out, fn()):
+                o.copy_(t)
+
+        return replay, out
+
+
+@pytest.mark.parametrize("name", list(RECIPES))
+def test_every_recipe_learns_the_same_compiled_and_graphed_as_eager(name):
+    make, samples = learner_and_samples(name)
+    eager = run_updates(make(), samples)
+
+    graphed = make()
+    stand_in = StandInGraph()
+    graphed.set_compile("graph", capture=stand_in)
+    assert_same_state(run_updates(graphed, samples), eager, atol=1e-6, rtol=1e-5)
+    assert stand_in.recorded == 1 and stand_in.replays == UPDATES - 3  # 3 eager warm-ups
+    assert graphed.notes == []
+
+    compiled = make()
+    line = compiled.set_compile("compile")
+    assert line.startswith("update compile")
+    assert_same_state(run_updates(compiled, samples), eager)
+    assert compiled.notes == []
+
+
+def test_the_stacked_agents_update_graphed_and_compiled_is_the_eager_one():
+    rng = np.random.default_rng(0)
+    torch.manual_seed(0)
+    cfg = DQNConfig(hidden=[16], target_period=7)
+    stacked = StackedLearner([DQN(4, 3, cfg, device="cpu") for _ in range(4)])
+    batches = []
+    for _ in range(UPDATES):
+        parts = [
+            Batch.from_numpy(
+                {
+                    "obs": rng.normal(size=(8, 4)).astype(np.float32),
+                    "action": rng.integers(3, size=8),
+                    "reward": rng.normal(size=8).astype(np.float32),
+                    "next_obs": rng.normal(size=(8, 4)).astype(np.float32),
+                    "discount": np.full(8, 0.9, np.float32),
+                },
+                "cpu",
+            )
+            for _ in range(4)
+        ]
+        batches.append(stack_batches(parts))
+
+    def run(learner):
+        for b in batches:
+            info = learner.step(b)
+        assert info.loss.shape == (4,) and info.td_errors.shape == (4, 8)
+        return [t.detach().clone() for t in learner.state_tensors()]
+
+    eager = run(copy.deepcopy(stacked))
+    graphed = copy.deepcopy(stacked)
+    graphed.set_compile("graph", capture=StandInGraph())
+    assert_same_state(run(graphed), eager, atol=1e-6, rtol=1e-5)
+    compiled = copy.deepcopy(stacked)
+    compiled.set_compile("compile")
+    assert_same_state(run(compiled), eager)
+
+
+def dqn_and_batches(n=10, seed=0):
+    torch.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    learner = DQN(4, 2, DQNConfig(hidden=[16], target_period=3), device="cpu")
+    batches = [
+        Batch.from_numpy(
+            {
+                "obs": rng.normal(size=(8, 4)).astype(np.float32),
+                "action": rng.integers(2, size=8),
+                "reward": rng.normal(size=8).astype(np.float32),
+                "next_obs": rng.normal(size=(8, 4)).astype(np.float32),
+                "discount": np.full(8, 0.9, np.float32),
+            },
+            "cpu",
+        )
+        for _ in range(n)
+    ]
+    return learner, batches
+
+
+def test_a_stale_capture_falls_back_to_eager_with_a_line_and_the_same_result():
+    """A recording whose replay does not do what eager does (a constant baked in, say) is
+    caught at the first replay; every update's result is eager's."""
+
+    def stale(fn):
+        out = tuple(t.clone() for t in fn())
+        return (lambda: None), out  # replays nothing
+
+    learner, batches = dqn_and_batches()
+    eager = copy.deepcopy(learner)
+    want = [eager.step(b).td_errors for b in batches]
+    learner.set_compile("graph", capture=stale)
+    got = [learner.step(b).td_errors for b in batches]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+    assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=0, rtol=0)
+    assert len(learner.notes) == 1 and "the replay differs from eager" in learner.notes[0]
+
+
+def test_a_capture_that_raises_falls_back_to_eager_with_a_line():
+    def refuses(fn):
+        fn()
+        raise RuntimeError("operation not permitted when stream is capturing\nmore")
+
+    learner, batches = dqn_and_batches()
+    eager = copy.deepcopy(learner)
+    for b in batches:
+        eager.step(b)
+    learner.set_compile("graph", capture=refuses)
+    for b in batches:
+        learner.step(b)
+    assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=0, rtol=0)
+    assert learner.notes == [
+        "update: eager, not captured (capture failed: RuntimeError: operation not permitted"
+        " when stream is capturing)"
+    ]
+
+
+def test_a_batch_of_another_shape_runs_eagerly_beside_the_capture():
+    learner, batches = dqn_and_batches(6)
+    eager = copy.deepcopy(learner)
+    short = Batch(**{k: v[:5] for k, v in vars(batches[-1]).items()})
+    for b in [*batches, short]:
+        eager.step(b)
+    stand_in = StandInGraph()
+    learner.set_compile("graph", capture=stand_in)
+    for b in [*batches, short]:
+        learner.step(b)
+    assert stand_in.replays == 6 - 3 and learner.notes == []
+    assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=1e-6, rtol=1e-5)
+
+
+def test_noisy_layers_are_not_captured_and_say_why():
+    torch.manual_seed(0)
+    net = QNetwork(4, 2, hidden=[16], dueling=False, noisy=True)
+    learner = DQN(4, 2, DQNConfig(hidden=[16]), device="cpu", network=net)
+    learner.set_compile("graph", capture=StandInGraph())
+    assert learner.notes == [
+        "update: eager, not captured (noisy layers draw their noise on the host each update)"
+    ]
+
+
+def test_auto_is_eager_on_a_cpu_and_graph_on_cuda_and_graph_needs_cuda():
+    mode, why = resolve_compile("auto", torch.device("cpu"))
+    assert mode == "off" and "eager" in why
+    assert resolve_compile("auto", torch.device("cuda"))[0] == "graph"
+    assert resolve_compile("compile", torch.device("cpu"))[0] == "compile"
+    with pytest.raises(ConfigError, match="config key 'run.compile': 'graph' captures"):
+        resolve_compile("graph", torch.device("cpu"))
