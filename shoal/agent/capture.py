@@ -31,10 +31,10 @@ from typing import Any, Protocol
 
 import torch
 
+from shoal.config import COMPILE_MODES
 from shoal.errors import ConfigError
 
 __all__ = [
-    "COMPILE_MODES",
     "GraphedUpdate",
     "Updatable",
     "compile_loss",
@@ -42,19 +42,14 @@ __all__ = [
     "resolve_compile",
 ]
 
-COMPILE_MODES = ("auto", "off", "compile", "graph")
-"""What ``run.compile`` takes: 'auto' (a CUDA graph on a GPU, eager on a CPU), 'off'
-(eager), 'compile' (the loss through ``torch.compile``), 'graph' (CUDA only)."""
 
-_CPU_AUTO = (
-    "auto on a CPU: eager (torch.compile measured 0.84-1.08x eager on 2 cores, "
-    "benchmarks/RESULTS.md)"
-)
+SHOWN = {"off": "eager", "compile": "compiled loss", "graph": "CUDA graph"}
+"""How the run's first line names each mode."""
 
 
 def resolve_compile(mode: str, device: torch.device) -> tuple[str, str]:
-    """The update mode ``run.compile = mode`` means on ``device``, and a few words on why
-    (what the run's first line says). 'graph' on a device without CUDA is a one-line
+    """The update mode ``run.compile = mode`` means on ``device``, and 'auto' where it was
+    picked, not asked for. 'graph' on a device without CUDA is a one-line
     :class:`~shoal.errors.ConfigError`."""
     if mode not in COMPILE_MODES:
         allowed = ", ".join(repr(m) for m in COMPILE_MODES)
@@ -67,10 +62,10 @@ def resolve_compile(mode: str, device: torch.device) -> tuple[str, str]:
             + "; use 'auto', 'off' or 'compile'"
         )
     if mode == "auto":
-        if device.type == "cuda":
-            return "graph", "auto on CUDA: one CUDA graph, eager where capture fails"
-        return "off", _CPU_AUTO
-    return mode, f"run.compile = {mode!r}"
+        # On 2 CPU cores torch.compile measured 0.84-1.08x eager (benchmarks/RESULTS.md),
+        # and costs 10-20 s of compiling: not worth picking for anyone.
+        return ("graph" if device.type == "cuda" else "off"), "auto"
+    return mode, ""
 
 
 class Updatable(Protocol):

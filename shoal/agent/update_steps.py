@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.capture import GraphedUpdate, compile_loss, resolve_compile
+from shoal.agent.capture import SHOWN, GraphedUpdate, compile_loss, resolve_compile
 from shoal.agent.networks import Params
 
 __all__ = ["Loss", "LossInfo", "Pending", "UpdateSteps"]
@@ -37,7 +37,7 @@ class LossInfo:
 class Pending:
     """One update's loss and TD errors, still on the device: reading them waits for the
     update, so a runner reads the loss at log ticks and copies TD errors out without
-    blocking (:class:`~shoal.replay.late.LatePriorities`)."""
+    blocking (:class:`~shoal.agent.late_priorities.LatePriorities`)."""
 
     loss: torch.Tensor
     td_errors: torch.Tensor
@@ -138,7 +138,7 @@ class UpdateSteps:
             self.notes.extend(graphed.notes)
             graphed.notes = self.notes
             self._run_update = graphed
-        return f"update {resolved} ({why})"
+        return f"update {SHOWN[resolved]}" + (f", {why}" if why else "")
 
     def state_tensors(self) -> list[torch.Tensor]:
         """Every tensor an update writes: weights, targets and the optimizer's state."""

@@ -245,6 +245,8 @@ class RunLoop:
 
     def _tick(self, metrics: MetricsWriter, bar: TrainProgress, rates: _Rates) -> None:
         step, runner = self.c["step"], self.runner
+        for note in runner.update_notes():  # a capture that fell back to eager, and why
+            bar.line(note)
         sps, ups = rates.rates(step, runner.updates)
         extra = runner.tick_metrics(ups)
         eps = runner.epsilon(step)
@@ -310,7 +312,9 @@ class RunLoop:
         try:
             runner.start()
             reclaim_preemption_signals()  # a runner's library may have taken them (Ray)
-            with TrainProgress(r.total_steps, enabled=r.progress, description=self.title) as bar:
+            line = getattr(runner, "update_line", "")
+            described = f"{self.title} · {line}" if line else self.title
+            with TrainProgress(r.total_steps, enabled=r.progress, description=described) as bar:
                 self._training = True
                 self._train(metrics, bar)
                 self._training = False

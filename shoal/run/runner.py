@@ -140,7 +140,8 @@ class Runner:
 
             torch.set_num_threads(cfg.run.torch_threads)
         self.loss = float("nan")
-        """The latest training loss (NaN before the first update)."""
+        self.update_line = ""
+        """How the learner runs its updates, for the run's first line ('' where none)."""
         self.schedule = UpdateSchedule.from_config(cfg.run)
         """The updates owed for the env steps taken (the serial rule)."""
 
@@ -148,6 +149,32 @@ class Runner:
     def updates(self) -> int:
         """Updates taken so far."""
         return 0
+
+    @property
+    def loss(self) -> float:
+        """The latest training loss (NaN before the first update); a learner on a GPU
+        leaves it on the device, and it is read back here, at log ticks."""
+        return float(self._loss)
+
+    @loss.setter
+    def loss(self, value: Any) -> None:
+        self._loss = value
+
+    def update_notes(self) -> list[str]:
+        """Lines about how the learner runs its updates that appeared since the last call
+        (a capture that fell back to eager, and why)."""
+        shown = self.__dict__.setdefault("_notes_shown", set())
+        new = []
+        for i, learner in enumerate(self.update_sources()):
+            for j, note in enumerate(getattr(learner, "notes", [])):
+                if (i, j) not in shown:
+                    shown.add((i, j))
+                    new.append(note)
+        return new
+
+    def update_sources(self) -> list[Any]:
+        """The learners whose :attr:`notes` say how their updates run (none by default)."""
+        return []
 
     def epsilon(self, step: int) -> float:
         """Exploration at env step ``step`` (logged in every row)."""

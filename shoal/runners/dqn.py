@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from shoal.agent.builder import Fields, build_epsilon, build_replay
+from shoal.agent.late_priorities import LatePriorities
 from shoal.agent.learner import Learner
 from shoal.config import Config
 from shoal.envs import EnvSpec
@@ -46,9 +47,17 @@ class DQNRunner(Runner):
 
     @classmethod
     def make_learner(cls, cfg: Config, spec: EnvSpec) -> Learner:
-        """The recipe's learner, its weights initialised from the run seed."""
+        """The recipe's learner, its weights initialised from the run seed, its updates run
+        as ``run.compile`` says."""
         torch.manual_seed(cfg.run.seed)
-        return recipe_for(cfg).make_learner(cfg, spec)
+        learner = recipe_for(cfg).make_learner(cfg, spec)
+        learner.update_line = learner.set_compile(cls.compile_mode(cfg))  # type: ignore[attr-defined]
+        return learner
+
+    @classmethod
+    def compile_mode(cls, cfg: Config) -> str:
+        """How this runner's learner runs its updates (``run.compile``)."""
+        return cfg.run.compile
 
     @classmethod
     def replay_fields(cls, cfg: Config, spec: EnvSpec) -> Fields:
@@ -75,6 +84,11 @@ class DQNRunner(Runner):
         self.learner = self.make_learner(cfg, self.spec)
         self.replay: Any = self.make_replay(cfg, self.spec)
         _check_memory(cfg, self._replay_bytes())
+        self.update_line = getattr(self.learner, "update_line", "")
+        self.priorities = LatePriorities.for_device(self._set_priorities, self.learner.device)
+        """New priorities one update late on a GPU (no wait on the host), at once on a CPU."""
+        self._prefetch = self.learner.device.type == "cuda"
+        self._next: tuple[Any, Any] | None = None
         self.exploration = build_epsilon(cfg)
         """Exploration epsilon as a function of env steps."""
         self.tasks = self.recipe.make_tasks(cfg)
@@ -102,20 +116,38 @@ class DQNRunner(Runner):
         windows still open at learning_starts < n_step; MAPF: a batch of sequences)."""
         return len(self.replay) >= max(1, self.recipe.min_replay(self.cfg))
 
-    def learn_steps(self, steps: int) -> float:
+    def learn_steps(self, steps: int) -> Any:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
-        last loss. Steps a failure or Ctrl-C cut off go back to the schedule."""
+        last loss (a device tensor, read at log ticks). Steps a failure or Ctrl-C cut off go
+        back to the schedule."""
         if not self.replay_ready():  # owed ones are dropped
             return float("nan")
         loss = self.schedule.take(steps, self._learn_step)
         return float("nan") if loss is None else loss
 
-    def _learn_step(self) -> float:
-        """One gradient step on a replay sample, with priority updates; its loss."""
+    def _learn_step(self) -> Any:
+        """One gradient step on a replay sample, with priority updates; its loss, still on
+        the device. On a GPU the next batch is sampled and sent while this update runs."""
+        indices, batch = self._next or self._sample_batch()
+        self._next = None
+        pending = self.learner.update(batch)
+        self.priorities.push(indices, pending.td_errors)
+        if self._prefetch:
+            self._next = self._sample_batch()
+        return pending.loss
+
+    def _sample_batch(self) -> tuple[Any, Any]:
+        """A replay sample's indices and its batch on the learner's device (copied from
+        pinned memory without blocking on a GPU)."""
         sample = self.replay.sample(self.cfg.dqn.batch_size)
-        info = self.learner.step(self.learner.make_batch(sample))
-        self.replay.update_priorities(sample["indices"], info.td_errors)
-        return info.loss
+        return sample["indices"], self.learner.make_batch(sample)
+
+    def _set_priorities(self, indices: Any, td_errors: np.ndarray) -> None:
+        self.replay.update_priorities(indices, td_errors)
+
+    def update_sources(self) -> list[Any]:
+        """The learner."""
+        return [self.learner]
 
     def learner_actor(self) -> Any:
         """An actor on the learner's own live weights (evaluation in serial runs)."""
@@ -150,7 +182,8 @@ class DQNRunner(Runner):
     # --- state ---------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Everything of the runner a checkpoint holds: learner, replay, schedule, RNG
-        states."""
+        states (the priorities still on their way first given to replay)."""
+        self.priorities.flush()
         return {
             **super().state_dict(),
             "learner": self.learner.state_dict(),

@@ -37,6 +37,7 @@ import torch
 
 from shoal.agent.actor import Actor
 from shoal.config import Config
+from shoal.errors import ConfigError
 from shoal.run.loop import Collected
 from shoal.runners.sections import ThreadsConfig
 from shoal.runners.serial import SerialRunner
@@ -62,6 +63,19 @@ class ThreadsRunner(SerialRunner):
     """
 
     section = ("threads", ThreadsConfig)
+
+    @classmethod
+    def compile_mode(cls, cfg: Config) -> str:
+        """Eager: the learner threads compute gradients side by side on one network and
+        apply them one at a time, which no single captured update does."""
+        if cfg.run.compile in ("compile", "graph"):
+            raise ConfigError(
+                f"config key 'run.compile': {cfg.run.compile!r} captures one whole update, "
+                "and the threads runner's learner threads compute gradients side by side "
+                "and apply them one at a time; use 'auto' or 'off' (on a GPU, the serial "
+                "or processes runner replays one captured update)"
+            )
+        return "off"
 
     def __init__(self, cfg: Config) -> None:
         t = cfg.threads

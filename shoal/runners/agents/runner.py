@@ -110,6 +110,10 @@ class AgentsRunner(Runner):
         played = play_checkpoint(cfg, state["learner"], episodes, seed)
         return np.array([float(r.returns.sum()) for r in played])
 
+    def update_sources(self) -> list[Any]:
+        """The stacked learner, or each agent's."""
+        return [self.stacked] if self.stacked is not None else list(self.learners)
+
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         self.recipe = recipe_for(cfg)
@@ -121,6 +125,8 @@ class AgentsRunner(Runner):
         self.k = len(self.ma.agents)
         self.learners = [self._agent(i) for i in range(self.k)]
         self.stacked = StackedLearner(self.learners) if a.parallel_training else None
+        lines = [le.set_compile(cfg.run.compile) for le in self.update_sources()]
+        self.update_line = lines[0]
         fields = self.recipe.replay_fields(cfg, self.spec)
         self.replays: list[Any] = [build_replay(cfg, self.spec, fields) for _ in range(self.k)]
         self.group = StackedReplay(self.replays)
