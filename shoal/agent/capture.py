@@ -72,9 +72,10 @@ class Updatable(Protocol):
     """What a learner gives :class:`GraphedUpdate`: its update body and the tensors the
     body changes."""
 
-    def update_body(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Loss, gradients, clip, optimizer step (and a soft target update): the loss and
-        the TD errors as device tensors, nothing read back to the host."""
+    def update_body(self, inputs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """Loss, gradients, clip, optimizer step (and a soft target update) on ``inputs``
+        (a batch and its noise): the loss and the TD errors as device tensors, nothing read
+        back to the host."""
         ...
 
     def state_tensors(self) -> list[torch.Tensor]:
@@ -82,8 +83,8 @@ class Updatable(Protocol):
         ...
 
     def capture_blocker(self) -> str | None:
-        """Why the body cannot be captured at all (noise drawn on the host, an optimizer
-        without a device-side step), or None."""
+        """Why the body cannot be captured at all (an optimizer without a device-side
+        step), or None."""
         ...
 
 
@@ -107,12 +108,33 @@ def compile_loss(loss: Callable[..., Any], notes: list[str]) -> Callable[..., An
     return call
 
 
-def batch_tensors_of(batch: Any) -> list[torch.Tensor]:
-    """The tensors of a batch dataclass, in field order (None fields skipped)."""
-    if not is_dataclass(batch):
-        raise TypeError(f"a batch must be a dataclass of tensors, not {type(batch).__name__}")
-    values = [getattr(batch, f.name) for f in fields(batch)]
-    return [v for v in values if isinstance(v, torch.Tensor)]
+def input_tensors(inputs: Any) -> list[torch.Tensor]:
+    """The tensors an update reads, in a fixed order: a dataclass's fields, a dict's
+    values by key, a tuple's items, recursively (None and other values skipped)."""
+    if isinstance(inputs, torch.Tensor):
+        return [inputs]
+    if is_dataclass(inputs):
+        parts: Any = [getattr(inputs, f.name) for f in fields(inputs)]
+    elif isinstance(inputs, dict):
+        parts = [inputs[k] for k in sorted(inputs)]
+    elif isinstance(inputs, (tuple, list)):
+        parts = inputs
+    else:
+        return []
+    return [t for part in parts for t in input_tensors(part)]
+
+
+def _clone(inputs: Any) -> Any:
+    """A copy of ``inputs`` with every tensor cloned (the capture's static inputs)."""
+    if isinstance(inputs, torch.Tensor):
+        return inputs.clone()
+    if is_dataclass(inputs):
+        return type(inputs)(**{f.name: _clone(getattr(inputs, f.name)) for f in fields(inputs)})
+    if isinstance(inputs, dict):
+        return {k: _clone(v) for k, v in inputs.items()}
+    if isinstance(inputs, tuple):
+        return tuple(_clone(v) for v in inputs)
+    return inputs
 
 
 @dataclass
@@ -173,7 +195,7 @@ class GraphedUpdate:
                 return self.owner.update_body(batch)
         if self._capture is None:
             return self._capture_and_check(batch)
-        inputs = batch_tensors_of(batch)
+        inputs = input_tensors(batch)
         if [t.shape for t in inputs] != [t.shape for t in self._capture.inputs]:
             return self.owner.update_body(batch)  # a short last batch, say
         torch._foreach_copy_(self._capture.inputs, inputs)
@@ -186,10 +208,10 @@ class GraphedUpdate:
         the eager update from the same state; either way this update is done once."""
         state = self.owner.state_tensors()
         before = [t.detach().clone() for t in state]
-        static = _clone_batch(batch)
+        static = _clone(batch)
         try:
             replay, out = self._record(lambda: self.owner.update_body(static))
-            cap = _Capture(replay, static, batch_tensors_of(static), out)
+            cap = _Capture(replay, static, input_tensors(static), out)
             _restore(state, before)  # a recording runs nothing on CUDA; a stand-in may
             cap.replay()
             replayed = [t.detach().clone() for t in state]
@@ -233,16 +255,6 @@ def _side_stream() -> Iterator[None]:
     with torch.cuda.stream(stream):
         yield
     torch.cuda.current_stream().wait_stream(stream)
-
-
-def _clone_batch(batch: Any) -> Any:
-    kind = type(batch)
-    values = {
-        f.name: (v.clone() if isinstance(v, torch.Tensor) else v)
-        for f in fields(batch)
-        for v in (getattr(batch, f.name),)
-    }
-    return kind(**values)
 
 
 @torch.no_grad()

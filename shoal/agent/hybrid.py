@@ -42,6 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from shoal.agent.actor import Actor
+from shoal.agent.device import to_device
 from shoal.agent.learner import Learner
 from shoal.agent.losses import Batch, DQNLoss, mask_illegal
 from shoal.agent.networks import Params, QNetwork, apply_network
@@ -168,7 +169,7 @@ class HybridBatch(Batch):
         cont = np.asarray(data["action_cont"]).reshape(len(data["action"]), -1)
         return cls(
             **vars(base),
-            action_cont=torch.as_tensor(cont, dtype=torch.float32).to(device, non_blocking=True),
+            action_cont=to_device(torch.as_tensor(cont, dtype=torch.float32), device),
         )
 
 

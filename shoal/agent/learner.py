@@ -35,7 +35,7 @@ from torch import nn
 from shoal.agent.losses import Batch, DQNLoss
 from shoal.agent.networks import Params, make_q_network
 from shoal.agent.noisy import NoiseSource, noise_shapes
-from shoal.agent.update_steps import Loss, LossInfo, Pending, UpdateSteps
+from shoal.agent.update_steps import Loss, LossInfo, Noise, Pending, UpdateSteps
 from shoal.config import DQNConfig
 
 __all__ = ["DQN", "Batch", "Learner", "LossInfo", "Pending", "make_adam", "resolve_device"]
@@ -111,13 +111,18 @@ class Learner(UpdateSteps):
             self.noise = NoiseSource(shapes, int(torch.randint(2**62, ())))
         self.init_updates(loss)
 
-    def loss_params(self) -> tuple[Params, Params]:
-        """The online and target weights a loss evaluation reads: with fresh noise for
-        each when the network has noisy layers."""
-        if self.noise is None:
+    def loss_params(self, noise: Noise | None = None) -> tuple[Params, Params]:
+        """The online and target weights a loss evaluation reads: with ``noise`` (default:
+        fresh noise) when the network has noisy layers."""
+        noise = noise or self.draw_noise()
+        if noise is None:
             return self.params, self.target_params
-        online, target = self.noise.draw(self.device)
+        online, target = noise
         return {**self.params, **online}, {**self.target_params, **target}
+
+    def draw_noise(self) -> Noise | None:
+        """Fresh noise for the online and the target weights (None: no noisy layers)."""
+        return None if self.noise is None else self.noise.draw(self.device)
 
     def gradients(self, batch: Any) -> tuple[list[torch.Tensor], LossInfo]:
         """Gradients of the loss w.r.t. the online parameters; ``.grad`` is left alone."""
@@ -125,9 +130,9 @@ class Learner(UpdateSteps):
         return grads, LossInfo(float(loss.detach()), td.detach().cpu().numpy())
 
     def _loss_and_gradients(
-        self, batch: Any
+        self, batch: Any, noise: Noise | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        loss, td = self._loss_fn(*self.loss_params(), batch)
+        loss, td = self._loss_fn(*self.loss_params(noise), batch)
         # Zeros for parameters a batch does not reach (a communication block in a batch
         # where no agent meets another).
         grads = torch.autograd.grad(loss, self._param_list, materialize_grads=True)
@@ -154,13 +159,6 @@ class Learner(UpdateSteps):
             self.soft_update(self.cfg.tau)
         return norm
 
-    def update_body(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-        """Gradients and :meth:`apply`'s device work, nothing read back: the loss and TD
-        errors as device tensors. What ``run.compile = 'graph'`` captures."""
-        loss, td, grads = self._loss_and_gradients(batch)
-        self._step_weights(grads)
-        return loss.detach(), td.detach()
-
     batch_type: type[Batch] = Batch
     """The batch its loss reads: a replay sample's fields and :meth:`batch_extras`."""
 
@@ -183,10 +181,6 @@ class Learner(UpdateSteps):
         """Restore what :meth:`extra_state` saved (``state`` is the learner's whole state)."""
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
-
-    def has_noise(self) -> bool:
-        """Whether each loss evaluation draws noisy layers' noise (on the host)."""
-        return self.noise is not None
 
     def read(self, pending: Pending) -> LossInfo:
         """An update's loss and TD errors read back (waits for the update)."""

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from shoal.agent.device import to_device
 from shoal.agent.networks import Params, apply_network
 from shoal.agent.targets import td_target
 
@@ -76,7 +77,7 @@ def batch_tensors(
         weights = np.ones(len(data["action"]), np.float32)
     out = {name: torch.as_tensor(data[name], dtype=dtype) for name, dtype in dtypes.items()}
     out["weights"] = torch.as_tensor(weights, dtype=torch.float32)
-    return {name: t.to(device, non_blocking=True) for name, t in out.items()}
+    return {name: to_device(t, device) for name, t in out.items()}
 
 
 def mask_illegal(q: torch.Tensor, obs: torch.Tensor) -> torch.Tensor:

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from shoal.agent.device import to_device
+
 __all__ = [
     "NoiseSource",
     "add_noise_parameters",
@@ -73,8 +75,8 @@ def draw_noise(
     """Fresh factorised noise for every noisy layer, as params entries."""
     out = {}
     for prefix, (n_in, n_out) in shapes.items():
-        out[prefix + "noise_in"] = _f(torch.randn(n_in, generator=generator)).to(device)
-        out[prefix + "noise_out"] = _f(torch.randn(n_out, generator=generator)).to(device)
+        out[prefix + "noise_in"] = to_device(_f(torch.randn(n_in, generator=generator)), device)
+        out[prefix + "noise_out"] = to_device(_f(torch.randn(n_out, generator=generator)), device)
     return out
 
 

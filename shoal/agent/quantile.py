@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from shoal.agent.device import to_device
 from shoal.agent.learner import Learner
 from shoal.agent.losses import Batch, mask_illegal
 from shoal.agent.networks import (
@@ -257,7 +258,10 @@ class IQNLearner(Learner):
         with self._fractions_lock:
             taus = torch.rand(n, self.n_quantiles, generator=self.fractions)
             target_taus = torch.rand(n, self.n_target_quantiles, generator=self.fractions)
-        return {"taus": taus.to(self.device), "target_taus": target_taus.to(self.device)}
+        return {
+            "taus": to_device(taus, self.device),
+            "target_taus": to_device(target_taus, self.device),
+        }
 
     def extra_state(self) -> dict[str, Any]:
         """The fraction generator's state (and the noise's)."""

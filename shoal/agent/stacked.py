@@ -40,7 +40,7 @@ from shoal.agent.learner import Learner, make_adam, set_adam_hyperparameters
 from shoal.agent.losses import Batch, mask_illegal
 from shoal.agent.networks import Params, apply_network
 from shoal.agent.noisy import draw_noise_np, noise_shapes
-from shoal.agent.update_steps import Pending, UpdateSteps
+from shoal.agent.update_steps import Noise, Pending, UpdateSteps
 
 __all__ = ["StackedActor", "StackedLearner", "StackedLossInfo", "stack_batches"]
 
@@ -101,15 +101,24 @@ class StackedLearner(UpdateSteps):
     def _one(self, params: Params, target_params: Params, *batch: torch.Tensor) -> Any:
         return self.loss(params, target_params, self.batch_type(*batch))
 
-    def loss_params(self) -> tuple[Params, Params]:
-        """The stacked weights a loss evaluation reads: with each agent's own fresh noise
-        (from its own generator) when the network has noisy layers."""
-        if self.learners[0].noise is None:
+    def loss_params(self, noise: Noise | None = None) -> tuple[Params, Params]:
+        """The stacked weights a loss evaluation reads: with ``noise`` (default: each
+        agent's own fresh noise, from its own generator) when the network has noisy
+        layers."""
+        noise = noise or self.draw_noise()
+        if noise is None:
             return self.params, self.target_params
+        online, target = noise
+        return {**self.params, **online}, {**self.target_params, **target}
+
+    def draw_noise(self) -> Noise | None:
+        """Each agent's fresh noise, stacked (None: no noisy layers)."""
+        if self.learners[0].noise is None:
+            return None
         draws = [le.noise.draw(self.device) for le in self.learners]  # type: ignore[union-attr]
         online = {n: torch.stack([d[0][n] for d in draws]) for n in draws[0][0]}
         target = {n: torch.stack([d[1][n] for d in draws]) for n in draws[0][1]}
-        return {**self.params, **online}, {**self.target_params, **target}
+        return online, target
 
     def make_batch(self, sample: Mapping[str, np.ndarray]) -> Batch:
         """A stacked ``(K, B, ...)`` replay sample as tensors on the device, with each
@@ -129,9 +138,9 @@ class StackedLearner(UpdateSteps):
         return grads, self.read(Pending(losses.detach(), td.detach()))
 
     def _loss_and_gradients(
-        self, batch: Batch
+        self, batch: Batch, noise: Noise | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
-        losses, td = self._loss_fn(*self.loss_params(), batch)
+        losses, td = self._loss_fn(*self.loss_params(noise), batch)
         grads = torch.autograd.grad(losses.sum(), self._param_list)
         return losses, td, list(grads)
 
@@ -164,10 +173,6 @@ class StackedLearner(UpdateSteps):
         if self.cfg.target_update == "soft":
             self.soft_update(self.cfg.tau)
         return norms
-
-    def has_noise(self) -> bool:
-        """Whether each loss evaluation draws the agents' noisy layers' noise."""
-        return self.learners[0].noise is not None
 
     def read(self, pending: Pending) -> StackedLossInfo:
         """The K losses and TD errors read back (waits for the update)."""

@@ -18,10 +18,21 @@ import torch
 from shoal.agent.capture import SHOWN, GraphedUpdate, compile_loss, resolve_compile
 from shoal.agent.networks import Params
 
-__all__ = ["Loss", "LossInfo", "Pending", "UpdateSteps"]
+__all__ = ["Loss", "LossInfo", "Noise", "Pending", "UpdateInput", "UpdateSteps"]
 
 Loss = Callable[[Params, Params, Any], tuple[torch.Tensor, torch.Tensor]]
 """A pure loss: ``(params, target_params, batch) -> (loss, td_errors)``."""
+Noise = tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
+"""Noisy layers' noise for one loss evaluation: the online weights', the target's."""
+
+
+@dataclass
+class UpdateInput:
+    """What one update reads besides the learner's own state: the batch and the noise
+    drawn for it on the host (a captured update's inputs, copied in before each replay)."""
+
+    batch: Any
+    noise: Noise | None = None
 
 
 @dataclass
@@ -68,14 +79,16 @@ class UpdateSteps:
         self._run_update: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] = self.update_body
 
     # --- what each learner supplies -----------------------------------------------------------
-    def _loss_and_gradients(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+    def _loss_and_gradients(
+        self, batch: Any, noise: Noise | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
         raise NotImplementedError
 
     def _step_weights(self, grads: Sequence[torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
-    def has_noise(self) -> bool:
-        """Whether each loss evaluation draws noisy layers' noise (on the host)."""
+    def draw_noise(self) -> Noise | None:
+        """Fresh noise for a loss evaluation (None: no noisy layers)."""
         raise NotImplementedError
 
     def read(self, pending: Pending) -> Any:
@@ -83,17 +96,17 @@ class UpdateSteps:
         raise NotImplementedError
 
     # --- the update -------------------------------------------------------------------------
-    def update_body(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update_body(self, inputs: UpdateInput) -> tuple[torch.Tensor, torch.Tensor]:
         """Gradients, clip, optimizer step and a soft target update, nothing read back:
         the loss and TD errors as device tensors. What ``run.compile = 'graph'`` captures."""
-        loss, td, grads = self._loss_and_gradients(batch)
+        loss, td, grads = self._loss_and_gradients(inputs.batch, inputs.noise)
         self._step_weights(grads)
         return loss.detach(), td.detach()
 
     def update(self, batch: Any) -> Pending:
         """One learning step without waiting for the device (as :attr:`compile_mode` runs
         it): its loss and TD errors stay on the device until read."""
-        loss, td = self._run_update(batch)
+        loss, td = self._run_update(UpdateInput(batch, self.draw_noise()))
         self._count_update()
         return Pending(loss, td)
 
@@ -148,8 +161,6 @@ class UpdateSteps:
 
     def capture_blocker(self) -> str | None:
         """Why this learner's update cannot be captured as a CUDA graph, or None."""
-        if self.has_noise():
-            return "noisy layers draw their noise on the host each update"
         if not hasattr(self.optimizer, "steps"):
             return "the optimizer has no step count on the device"
         return None

@@ -20,7 +20,6 @@ import torch
 from shoal.agent.capture import resolve_compile
 from shoal.agent.learner import DQN
 from shoal.agent.losses import Batch
-from shoal.agent.networks import QNetwork
 from shoal.agent.stacked import StackedLearner, stack_batches
 from shoal.config import DQNConfig, load_config
 from shoal.errors import ConfigError
@@ -28,10 +27,15 @@ from shoal.runners import runner_for
 
 pytestmark = pytest.mark.timeout(300)
 UPDATES = 50
+SOFT = ["dqn.target_update='soft'", "dqn.hidden=[32]"]
 
 RECIPES = {
     "dqn": ("cartpole", ["dqn.hidden=[32,32]"]),
-    "iqn": ("cartpole", ["run.recipe='iqn'", "dqn.hidden=[32]"]),
+    "dqn (noisy, soft target)": (
+        "cartpole",
+        ["explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0"] + SOFT,
+    ),
+    "iqn (noisy)": ("iqn", ["dqn.hidden=[32]"]),
     "r2d2": (
         "cartpole",
         ["run.recipe='r2d2'", "r2d2.length=8", "r2d2.burn_in=4", "r2d2.period=4"],
@@ -222,7 +226,7 @@ def test_a_capture_that_raises_falls_back_to_eager_with_a_line():
 def test_a_batch_of_another_shape_runs_eagerly_beside_the_capture():
     learner, batches = dqn_and_batches(6)
     eager = copy.deepcopy(learner)
-    short = Batch(**{k: v[:5] for k, v in vars(batches[-1]).items()})
+    short = Batch(**{k: v[:5] for k, v in vars(batches[-1]).items()})  # a last short batch
     for b in [*batches, short]:
         eager.step(b)
     stand_in = StandInGraph()
@@ -231,16 +235,6 @@ def test_a_batch_of_another_shape_runs_eagerly_beside_the_capture():
         learner.step(b)
     assert stand_in.replays == 6 - 3 and learner.notes == []
     assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=1e-6, rtol=1e-5)
-
-
-def test_noisy_layers_are_not_captured_and_say_why():
-    torch.manual_seed(0)
-    net = QNetwork(4, 2, hidden=[16], dueling=False, noisy=True)
-    learner = DQN(4, 2, DQNConfig(hidden=[16]), device="cpu", network=net)
-    learner.set_compile("graph", capture=StandInGraph())
-    assert learner.notes == [
-        "update: eager, not captured (noisy layers draw their noise on the host each update)"
-    ]
 
 
 def test_auto_is_eager_on_a_cpu_and_graph_on_cuda_and_graph_needs_cuda():

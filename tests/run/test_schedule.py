@@ -113,15 +113,15 @@ def test_a_learning_loop_cut_by_an_error_leaves_its_untaken_updates_owed(tmp_pat
     runner = SerialRunner(load_config("cartpole", tiny(run__learning_starts=0, run__train_freq=1)))
     while len(runner.replay) < 20:
         runner.collect(0)
-    calls, step = [0], runner.learner.step
+    calls, update = [0], runner.learner.update
 
     def fail_on_the_third(batch):
         calls[0] += 1
         if calls[0] == 3:
             raise KeyboardInterrupt
-        return step(batch)
+        return update(batch)
 
-    runner.learner.step = fail_on_the_third
+    runner.learner.update = fail_on_the_third
     owed = runner.schedule.owe(5)
     with pytest.raises(KeyboardInterrupt):
         runner.learn_steps(owed)

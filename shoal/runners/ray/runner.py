@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.builder import Fields, build_replay
+from shoal.agent.late_priorities import LatePriorities
 from shoal.config import Config
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, EnvError, MachineryError, ShoalError, first_line
@@ -133,6 +134,8 @@ class RayRunner(DQNRunner):
         self.expected_size = 0
         """What replay holds once every send the actors reported has landed."""
         self.replay_lost = False
+        self.priorities = LatePriorities.for_device(self._send_priorities, self.learner.device)
+        """New priorities go back with the next request, one update late on a GPU."""
         self.restarts = 0
         """Actors Ray restarted (seen as a new process answering)."""
         self.failed_calls = 0
@@ -393,17 +396,22 @@ class RayRunner(DQNRunner):
         return self.loss
 
     def _apex_update(self, step: int) -> None:
-        """One update on a prefetched batch; its priorities go back with the next request."""
+        """One update on a prefetched batch; its priorities go back with the next request
+        (one update later on a GPU, whose update is not waited for)."""
         batch = self._batch()
-        info = self.learner.step(self.learner.make_batch(batch))
-        self.samples.append(
-            self.replay_actor.update_and_sample.remote(
-                batch["indices"], batch["generations"], info.td_errors, self.cfg.dqn.batch_size
-            )
-        )
-        self.loss = info.loss
+        pending = self.learner.update(self.learner.make_batch(batch))
+        self.priorities.push((batch["indices"], batch["generations"]), pending.td_errors)
+        self.loss = pending.loss
         if self.learner.updates % self.cfg.ray.publish_every == 0:
             self._publish(step)
+
+    def _send_priorities(self, key: tuple[Any, Any], td_errors: np.ndarray) -> None:
+        indices, generations = key
+        self.samples.append(
+            self.replay_actor.update_and_sample.remote(
+                indices, generations, td_errors, self.cfg.dqn.batch_size
+            )
+        )
 
     def _publish(self, step: int) -> None:
         self.store.publish(self.learner.weights(), {"epsilon": self.epsilon(step)})
