@@ -59,7 +59,6 @@ BREAKOUT = [
     "replay.capacity=100000",
     "run.learning_starts=2000",
     "explore.eps_start=0.01",
-    "run.device='cuda'",
 ]
 
 
@@ -236,7 +235,8 @@ def check_update(device: torch.device, seconds: float) -> list[dict]:
             "auto": auto,
             "eager_s": eager["update_s"],
             "floor_s": floor,
-            "floor": "plain PyTorch, one CUDA graph" if dqn else "its own body, a bare CUDA graph",
+            "floor": ("plain PyTorch" if dqn else "its own body")
+            + (", one CUDA graph" if device.type == "cuda" else ", eager (no CUDA here)"),
             "auto_over_floor": auto["update_s"] / floor,
             "eager_over_auto": eager["update_s"] / auto["update_s"],
         }
@@ -346,7 +346,7 @@ def sb3_pace(window: float, device: str) -> dict:
     return {"steps_per_s": pace.pace}
 
 
-def shoal_pace(runner: str, window: float) -> dict:
+def shoal_pace(runner: str, window: float, device: str) -> dict:
     """shoal's ``runner`` on the same settings: ``shoal bench``'s measured window."""
     from shoal.bench.windows import measure_window
     from shoal.config import load_config
@@ -356,7 +356,7 @@ def shoal_pace(runner: str, window: float) -> dict:
 
         if importlib.util.find_spec("ray") is None:
             return {"missing": "ray is not installed on this machine"}
-    cfg = load_config("atari", BREAKOUT)
+    cfg = load_config("atari", [*BREAKOUT, f"run.device='{device}'"])
     w = measure_window(cfg, runner, runner, [], window, 0.0)
     return {"steps_per_s": w.pace, "updates_per_s": w.updates_per_s, "startup_s": w.startup}
 
@@ -367,7 +367,7 @@ def check_e2e(window: float, device: str) -> dict:
     base = rows["sb3"].get("steps_per_s")
     for runner, target in (("serial", 1.0), ("processes", 4.0), ("ray", 3.0)):
         try:
-            rows[runner] = shoal_pace(runner, window)
+            rows[runner] = shoal_pace(runner, window, device)
         except Exception as e:  # one scheme's failure must not lose the others' figures
             rows[runner] = {"failed": f"{type(e).__name__}: {e}"}
         got = rows[runner].get("steps_per_s")

@@ -772,6 +772,8 @@ def _bench(args: argparse.Namespace) -> int:
             )
             bar.update(total)
     except KeyboardInterrupt as e:
+        # what was measured before the stop, as text (a JSON report needs every scheme)
+        print("\n".join(getattr(e, "partial", [])), flush=True)
         return _stopped(e, None, "(shoal bench writes nothing)")
     if args.json:
         print(json.dumps(report.to_json(), indent=2))

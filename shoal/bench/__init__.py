@@ -17,11 +17,12 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from shoal.bench.model import Prediction, predict, predict_world, ray_from_modes
 from shoal.bench.parts import Parts, measure_parts
-from shoal.bench.report import Report, verdict
+from shoal.bench.report import Report, partial_lines, verdict
 from shoal.bench.windows import Window, measure_window
 from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
 from shoal.config import Config, config_to_dict, load_config
@@ -94,24 +95,57 @@ def bench(
     chosen = _schemes(cfg, schemes, WORLD_SCHEMES if world else SCHEMES)
     tell = on_stage or (lambda name, s: None)
     sweep_dead_segments()
-    with preemption_signals(), torch_threads(cfg.run.torch_threads):
-        tell("parts", seconds * PARTS_SHARE)
-        if world:
-            parts, epoch_turns = measure_world_parts(cfg, seconds * PARTS_SHARE)
-            predictions = predict_world(parts, epoch_turns, tuple(chosen))
-        else:
-            share = seconds * PARTS_SHARE
-            threads = share * 0.25 if "threads" in chosen else 0.0
-            parts = measure_parts(cfg, share - threads, threads=threads)
-            predictions = predict(parts, schemes=tuple(chosen), **_scheme_settings(cfg))
-        window = seconds * (1 - PARTS_SHARE) / len(chosen)
-        windows: list[Window] = []
-        for scheme in chosen:
-            tell(scheme, window)
-            runner, extra = _runner_of(scheme)
-            modes = window * RAY_MODES_SHARE if scheme == "ray" else 0.0
-            windows.append(measure_window(cfg, scheme, runner, extra, window, modes))
-    return verdict(cfg, parts, _with_modes(predictions, windows, parts.ratio), windows)
+    got = _Measured()
+    try:
+        with preemption_signals(), torch_threads(cfg.run.torch_threads):
+            _measure(cfg, chosen, seconds, world, tell, got)
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM: the caller prints what was measured
+        e.partial = got.lines(cfg)  # type: ignore[attr-defined]
+        raise
+    assert got.parts is not None
+    return verdict(cfg, got.parts, got.predictions, got.windows)
+
+
+@dataclass
+class _Measured:
+    """What a bench has measured so far (a stopped one reports it)."""
+
+    parts: Parts | None = None
+    predictions: list[Prediction] = field(default_factory=list)
+    windows: list[Window] = field(default_factory=list)
+
+    def lines(self, cfg: Config) -> list[str]:
+        ratio = self.parts.ratio if self.parts is not None else 0.0
+        predictions = _with_modes(self.predictions, self.windows, ratio)
+        return partial_lines(cfg, self.parts, predictions, self.windows)
+
+
+def _measure(
+    cfg: Config,
+    chosen: list[str],
+    seconds: float,
+    world: bool,
+    tell: Callable[[str, float], None],
+    got: _Measured,
+) -> None:
+    """Time the parts, predict, then each scheme's window, into ``got`` as each is done."""
+    tell("parts", seconds * PARTS_SHARE)
+    if world:
+        parts, epoch_turns = measure_world_parts(cfg, seconds * PARTS_SHARE)
+        got.predictions = predict_world(parts, epoch_turns, tuple(chosen))
+    else:
+        share = seconds * PARTS_SHARE
+        threads = share * 0.25 if "threads" in chosen else 0.0
+        parts = measure_parts(cfg, share - threads, threads=threads)
+        got.predictions = predict(parts, schemes=tuple(chosen), **_scheme_settings(cfg))
+    got.parts = parts
+    window = seconds * (1 - PARTS_SHARE) / len(chosen)
+    for scheme in chosen:
+        tell(scheme, window)
+        runner, extra = _runner_of(scheme)
+        modes = window * RAY_MODES_SHARE if scheme == "ray" else 0.0
+        got.windows.append(measure_window(cfg, scheme, runner, extra, window, modes))
+    got.predictions = _with_modes(got.predictions, got.windows, parts.ratio)
 
 
 def _with_modes(

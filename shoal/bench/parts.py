@@ -98,6 +98,12 @@ class Parts:
     update_cpu: float | None = None
     """One update on this machine's CPU (s), timed where the learner runs on a GPU: what
     the GPU changes (None: the learner is on the CPU)."""
+    update_mode: str = "eager"
+    """How the timed update ran (``run.compile``: 'eager', 'CUDA graph', 'compiled loss');
+    a capture that fell back says so."""
+    update_eager: float | None = None
+    """The same update run eagerly (s), timed beside where :attr:`update_mode` is not eager:
+    what capturing the update gives (None: the update was eager)."""
     acting_between_updates: float = 0.0
     """Per env step (s), acting and writing as a serial run does them, between its
     updates: the serial runner's own loop timed, less its updates at their back-to-back
@@ -185,12 +191,13 @@ def measure_parts(
             if threads_block is not None:
                 timed |= threads_block(threads * 0.9 / blocks)
             samples.append(timed)
+        mode, eager = _update_modes(runner, cfg, share * 0.1)
         publish, pull, nbytes = _weights(runner)
         add, message = _message(runner)
     update_cpu = _update_on_cpu(cfg, seconds - share) if cpu_too else None
     return make_parts(
         cfg,
-        median_timings(samples),
+        median_timings(samples) | {"update_mode": mode, "update_eager": eager},
         gpu=gpu_name(device),
         num_envs=cfg.env.num_envs,
         transport=(publish, pull, add, message, nbytes),
@@ -251,7 +258,7 @@ def time_learning(
 
 def make_parts(
     cfg: Config,
-    timed: dict[str, float],
+    timed: dict[str, Any],
     *,
     gpu: str | None,
     num_envs: int,
@@ -289,6 +296,25 @@ def _acting(runner: Any, collect: Callable[[int], int], seconds: float) -> Actin
 def _update(runner: Any, seconds: float) -> float:
     """Seconds per update of the serial runner's learner."""
     return per_update(lambda: runner.learn_steps(1), lambda: runner.updates, seconds)
+
+
+def _update_modes(runner: Any, cfg: Config, seconds: float) -> tuple[str, float | None]:
+    """How the timed updates ran, and, where not eagerly, the eager update timed for
+    ``seconds`` on the same runner (then its mode is set back)."""
+    from shoal.agent.capture import SHOWN
+
+    learner = runner.learner
+    notes = getattr(learner, "notes", [])
+    if notes:  # fell back to eager: say why
+        return notes[-1].removeprefix("update: "), None
+    mode = getattr(learner, "compile_mode", "off")
+    if mode == "off":
+        return SHOWN[mode], None
+    learner.set_compile("off")
+    try:
+        return SHOWN[mode], _update(runner, seconds)
+    finally:
+        learner.set_compile(cfg.run.compile)
 
 
 def _update_on_cpu(cfg: Config, seconds: float) -> float:

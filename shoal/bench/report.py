@@ -13,7 +13,7 @@ from shoal.bench.parts import Parts
 from shoal.bench.windows import Window
 from shoal.config import Config
 
-__all__ = ["MARGIN", "Report", "verdict"]
+__all__ = ["MARGIN", "Report", "partial_lines", "parts_lines", "verdict"]
 
 MARGIN = 1.1
 """A scheme beside the one-thread one is named only where its window is this much
@@ -47,7 +47,9 @@ class Report:
                     "updates_per_s": p.steps_per_s * self.parts.ratio,
                     "measured": {**dataclasses.asdict(w), "pace": w.pace},
                 }
-                for p, w in zip(self.predictions, self.windows, strict=True)
+                for p in self.predictions
+                for w in self.windows
+                if w.scheme == p.scheme
             ],
             "winner": self.winner,
             "reason": self.reason,
@@ -55,33 +57,25 @@ class Report:
 
     def lines(self) -> list[str]:
         """The report as text: the parts, a table of schemes, the verdict."""
-        p = self.parts
-        device = f"learner on {p.gpu}" if p.gpu else "learner on CPU"
         out = [
-            f"{self.env_id}: {p.cores} CPU cores, {device}; {p.num_envs} envs per actor, "
-            f"batch {p.batch_size}, {p.ratio:g} updates per env step",
-            f"  env step {_us(p.env_step)}, batched forward {_us(p.forward)} "
-            f"({_us(p.forward / p.num_envs)} an env), writing and resets {_us(p.write)} "
-            f"an env step; acting and writing between updates {_us(p.serial_acting)} an "
-            "env step",
-            f"  update {_us(p.update)}; {_threads_part(p)}, beside busy processes "
-            f"{_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",
-            f"  weights {p.weight_bytes / 1e6:.2f} MB: publish {_us(p.publish)}, pull "
-            f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
-            f"  one-thread step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
-            *_gpu_lines(p),
+            *parts_lines(self.env_id, self.parts),
             *_mode_lines(self.windows),
             "",
             "| scheme | size | predicted steps/s | updates/s | bound | measured steps/s | "
             "env steps/s | updates/s | start-up s |",
             "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |",
         ]
-        for pred, w in zip(self.predictions, self.windows, strict=True):
+        p, measured = self.parts, {w.scheme: w for w in self.windows}
+        for pred in self.predictions:
+            w = measured.get(pred.scheme)
+            paces = (
+                f"{w.pace:,.0f} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | {w.startup:.1f}"
+                if w is not None
+                else "not measured | | |"
+            )
             out.append(
                 f"| {pred.scheme} | {pred.workers or ''} | {pred.steps_per_s:,.0f} | "
-                f"{pred.steps_per_s * p.ratio:,.0f} | "
-                f"{pred.bound} | {w.pace:,.0f} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | "
-                f"{w.startup:.1f} |"
+                f"{pred.steps_per_s * p.ratio:,.0f} | {pred.bound} | {paces} |"
             )
         out += [
             "(measured steps/s: env steps with their updates done, the lower of env steps/s "
@@ -90,6 +84,43 @@ class Report:
             f"use: {self.winner} ({self.reason})",
         ]
         return out
+
+
+def parts_lines(env_id: str, p: Parts) -> list[str]:
+    """The parts as text: the machine, acting, the update, transport, the GPU's share."""
+    device = f"learner on {p.gpu}" if p.gpu else "learner on CPU"
+    return [
+        f"{env_id}: {p.cores} CPU cores, {device}; {p.num_envs} envs per actor, "
+        f"batch {p.batch_size}, {p.ratio:g} updates per env step",
+        f"  env step {_us(p.env_step)}, batched forward {_us(p.forward)} "
+        f"({_us(p.forward / p.num_envs)} an env), writing and resets {_us(p.write)} "
+        f"an env step; acting and writing between updates {_us(p.serial_acting)} an "
+        "env step",
+        f"  update {_us(p.update)} ({p.update_mode}); {_threads_part(p)}, beside busy "
+        f"processes {_us(p.update_beside_processes)}; replay add {_us(p.add)} an env step",
+        f"  weights {p.weight_bytes / 1e6:.2f} MB: publish {_us(p.publish)}, pull "
+        f"{_us(p.pull)}; a worker's message {_us(p.message)} an env step",
+        f"  one-thread step {_us(p.serial_step)}: the updates are {learner_share(p):.0%} of it",
+        *_capture_lines(p),
+        *_gpu_lines(p),
+    ]
+
+
+def partial_lines(
+    cfg: Config,
+    parts: Parts | None,
+    predictions: list[Prediction],
+    windows: list[Window],
+) -> list[str]:
+    """What a bench stopped early (Ctrl-C, SIGTERM) had measured: the parts, and the
+    report over the schemes whose windows were timed."""
+    if parts is None:
+        return ["shoal bench: stopped while timing the parts; nothing measured yet"]
+    if not windows:
+        return ["shoal bench: stopped; measured the parts only", *parts_lines(cfg.env.id, parts)]
+    done = ", ".join(w.scheme for w in windows)
+    report = verdict(cfg, parts, predictions, windows)
+    return [f"shoal bench: stopped; measured the parts and {done}", *report.lines()]
 
 
 def verdict(
@@ -168,6 +199,16 @@ def _gpu_lines(p: Parts) -> list[str]:
         f"  the GPU: an update {_us(p.update)} against {_us(p.update_cpu)} on the CPU "
         f"({p.update_cpu / p.update:.1f}x); serial {serial(p).steps_per_s:,.0f} steps/s "
         f"against {serial(on_cpu).steps_per_s:,.0f} with the learner on the CPU"
+    ]
+
+
+def _capture_lines(p: Parts) -> list[str]:
+    """The timed update against the same update run eagerly, where it was not."""
+    if p.update_eager is None:
+        return []
+    return [
+        f"  the update as {p.update_mode}: {_us(p.update)} against {_us(p.update_eager)} "
+        f"eager ({p.update_eager / p.update:.1f}x)"
     ]
 
 

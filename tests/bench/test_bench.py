@@ -388,3 +388,40 @@ def test_ray_is_predicted_from_its_own_loop_bound_by_the_slower_side():
     assert got.scheme == "ray" and got.workers == 2
     fast_learner = ray_from_modes([(1000.0, 0.0), (0.0, 400.0), (600.0, 180.0)], 0.25, 2)
     assert fast_learner.steps_per_s == pytest.approx(600.0) and fast_learner.bound == "acting"
+
+
+def test_a_stopped_bench_prints_what_it_measured_so_far(monkeypatch, capsys):
+    """SIGTERM or Ctrl-C in the third window: the parts and the two windows timed are
+    printed, the rest marked not measured, and the exit code is the signal's."""
+    import shoal.bench
+    from shoal.run.preemption import Preempted
+
+    def fake_parts(cfg, seconds, threads=0.0):
+        return parts(update_mode="CUDA graph", update_eager=8e-3)
+
+    def fake_window(cfg, scheme, *args):
+        if scheme == "processes":
+            raise Preempted(15)
+        return Window(scheme, 500.0, 125.0, 1.0, 0.5, 0.25)
+
+    monkeypatch.setattr(shoal.bench, "measure_parts", fake_parts)
+    monkeypatch.setattr(shoal.bench, "measure_window", fake_window)
+    code = main(["bench", "cartpole", "--seconds", "3", "--runners", "serial,threads,processes"])
+    out, err = capsys.readouterr()
+    assert code == 128 + 15
+    assert "shoal bench: stopped; measured the parts and serial, threads" in out
+    assert "update 4.00 ms (CUDA graph)" in out
+    assert "the update as CUDA graph: 4.00 ms against 8.00 ms eager (2.0x)" in out
+    assert "| processes |" in out and "not measured" in out and "use: serial (" in out
+    assert "stopped by" in err and "(shoal bench writes nothing)" in err
+
+
+def test_a_bench_stopped_in_its_parts_says_nothing_was_measured(monkeypatch, capsys):
+    import shoal.bench
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shoal.bench, "measure_parts", interrupted)
+    assert main(["bench", "cartpole", "--seconds", "3", "--runners", "serial"]) == 130
+    assert "stopped while timing the parts; nothing measured yet" in capsys.readouterr().out
