@@ -218,15 +218,22 @@ def _resume_checks(
 
 
 def check_device(cfg: Config) -> None:
-    """``run.device`` names a device this machine has (before any work)."""
+    """``run.device``, ``run.compile`` and ``run.acting_device`` name what this machine has
+    (before any work)."""
     import torch
 
-    device = cfg.run.device
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ConfigError(
-            f"config key 'run.device': {device!r}, but this machine has no CUDA device "
-            "(torch.cuda.is_available() is False); use 'auto' or 'cpu'"
-        )
+    if torch.cuda.is_available():
+        return
+    for key, value, instead in (
+        ("run.device", cfg.run.device, "'auto' or 'cpu'"),
+        ("run.compile", cfg.run.compile, "'auto', 'off' or 'compile'"),
+        ("run.acting_device", cfg.run.acting_device, "'auto', 'learner' or 'cpu'"),
+    ):
+        if value.startswith("cuda") or value == "graph":
+            raise ConfigError(
+                f"config key {key!r}: {value!r}, but this machine has no CUDA device "
+                f"(torch.cuda.is_available() is False); use {instead}"
+            )
 
 
 def _check_unfinished(cfg: Config, state: dict[str, Any], run: RunDir) -> None:

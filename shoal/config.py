@@ -334,6 +334,15 @@ class RunConfig:
     hundred (CUDA only); 'compile' puts the loss through torch.compile; 'off' runs it
     eagerly; 'auto' is 'graph' on a GPU and 'off' on a CPU, where compiling measured no
     faster. A network that cannot be captured runs eagerly, with a line saying why."""
+    acting_device: str = param("auto", choices=("auto", "learner", "cpu", "cuda"))
+    """Where the serial runner acts beside its learner: 'learner' reads the learner's live
+    weights on its device (beside a GPU learner each forward waits for the update queued
+    before it); 'cpu' or 'cuda' act on a copy refreshed every run.acting_refresh updates
+    (on CUDA in a stream of its own: no wait for the update); 'auto' acts on the live
+    weights beside a CPU learner and, beside a GPU one, times a batched forward of
+    env.num_envs observations on both devices at start-up and takes the faster."""
+    acting_refresh: int = param(32, gt=0)
+    """Updates between refreshes of an acting copy of the weights (run.acting_device)."""
     torch_threads: int = param(1, ge=0, le=4096)
     """torch intra-op threads (0: torch's default); small nets run fastest on 1."""
     out: str = "runs"
@@ -423,6 +432,11 @@ class Config:
             raise ConfigError(
                 "config key 'run.compile': 'graph' captures the update as a CUDA graph, and "
                 "run.device is 'cpu'; use 'auto', 'off' or 'compile'"
+            )
+        if self.run.acting_device == "cuda" and self.run.device == "cpu":
+            raise ConfigError(
+                "config key 'run.acting_device': 'cuda' acts on a CUDA copy of the weights, "
+                "and run.device is 'cpu'; use 'auto', 'learner' or 'cpu'"
             )
         if self.explore.eps_end > self.explore.eps_start:
             raise ConfigError(

@@ -14,10 +14,12 @@ so their transitions still bootstrap correctly.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
+from shoal.agent.acting_copy import ActingCopy, pick_acting_device
 from shoal.agent.actor import Actor
 from shoal.config import Config
 from shoal.run.loop import Collected
@@ -43,6 +45,9 @@ class SerialRunner(DQNRunner):
         1
     """
 
+    acting_copy: ActingCopy | None = None
+    """The actor's copy of the weights, where it acts on one (``run.acting_device``)."""
+
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
@@ -61,25 +66,42 @@ class SerialRunner(DQNRunner):
         self.acting.configure(*self.tasks.acting_args())
 
     def eval_actor(self) -> Actor:
-        """Evaluations play the behaviour actor's weights (serial: the learner's own)."""
+        """Evaluations play the behaviour actor's weights (serial: the learner's own, or
+        a copy refreshed first)."""
+        if self.acting_copy is not None:
+            self.acting_copy.refresh(self.learner.updates)
         return self.actor
 
     def make_actor(self) -> Actor:
-        """The behaviour policy (serial: acting on the learner's own live weights)."""
+        """The behaviour policy: acting on the learner's own live weights, or, beside a
+        learner on a GPU, on a copy of them (``run.acting_device``)."""
+        where, why = self._acting_device()
+        if where == "learner":
+            params, network, device = self.learner.params, self.learner.online, self.learner.device
+        else:
+            copy = ActingCopy(self.learner.params, where, self.cfg.run.acting_refresh)
+            self.acting_copy, self.update_line = copy, f"{self.update_line}; acting {where}"
+            params, network = copy.params, self.recipe.make_network(self.cfg, self.spec).to(where)
+            device = copy.device
+        self.acting_why = why
+        """Why acting runs where it does (the run's first line names where)."""
         return self.recipe.make_actor(
-            self.cfg,
-            self.spec,
-            self.rng,
-            params=self.learner.params,
-            network=self.learner.online,
-            device=self.learner.device,
+            self.cfg, self.spec, self.rng, params=params, network=network, device=device
+        )
+
+    def _acting_device(self) -> tuple[str, str]:
+        cfg, learner = self.cfg, self.learner
+        obs = np.zeros((cfg.env.num_envs, self.spec.obs_dim), np.float32)
+        return pick_acting_device(
+            cfg.run.acting_device, learner.device, learner.online, learner.params, obs
         )
 
     def collect(self, step: int) -> Collected:
         """One step of every env with the epsilon of ``step``; the items it completes (n-step
         transitions, MAPF's sequences) go to replay."""
         self.acting.explore(self.epsilon(step))
-        got = self.acting.step()
+        with self.acting_copy.acting() if self.acting_copy else contextlib.nullcontext():
+            got = self.acting.step()
         self.add_batch(*self.acting.take())
         collected = self.tasks.collected(got.finished, got.count, side_by_side=True)
         if got.finished:  # the tasks change only as episodes end (MAPF: a stage opens)
@@ -96,8 +118,11 @@ class SerialRunner(DQNRunner):
             self.on_train_point(owed)
 
     def on_train_point(self, updates: int) -> None:
-        """``updates`` are due (serial: take them here and now)."""
+        """``updates`` are due (serial: take them here and now); an actor on a copy of the
+        weights gets them every ``run.acting_refresh`` updates."""
         self.loss = self.learn_steps(updates)
+        if self.acting_copy is not None and self.acting_copy.due(self.learner.updates):
+            self.acting_copy.refresh(self.learner.updates)
 
     def finish(self) -> None:
         """DQN: nothing to flush, the final checkpoint keeps the running episodes and their
@@ -135,6 +160,8 @@ class SerialRunner(DQNRunner):
         """Restore what :meth:`state_dict` saved (a checkpoint from before batching, taken
         between episodes, holds only the reset count)."""
         super().load_state_dict(state)
+        if self.acting_copy is not None:
+            self.acting_copy.refresh(self.learner.updates)
         self.acting.configure(*self.tasks.acting_args())  # a resumed curriculum's stages
         self.rng.bit_generator.state = state["rng"]["actions"]
         self.add_batch(*self.acting.load_state_dict(state))  # episodes that end here
