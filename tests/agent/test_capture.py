@@ -250,3 +250,16 @@ def test_graph_on_a_cpu_is_a_one_line_config_error_before_anything_runs():
         load_config("cartpole", ["run.compile='graph'", "run.device='cpu'"])
     with pytest.raises(ConfigError, match="'run.compile': 'fast' is not one of"):
         load_config("cartpole", ["run.compile='fast'"])
+
+
+def test_the_threads_runner_stays_eager_and_refuses_a_captured_update():
+    cfg = load_config("cartpole", ["run.runner='threads'", "run.compile='compile'"])
+    with pytest.raises(ConfigError, match="the threads runner's learner threads compute"):
+        runner_for(cfg)(cfg)
+    cfg = load_config("cartpole", ["run.runner='threads'"])
+    runner = runner_for(cfg)(cfg)
+    try:
+        assert runner.learner.compile_mode == "off"
+    finally:
+        runner.stop()
+        runner.close()

@@ -96,6 +96,7 @@ ATARI = [
     *PIXELS,
 ]
 """Atari: 4 stacked 84 x 84 screens through the Nature encoder, replay keeping frames once."""
+COMPILE = ["run.compile='compile'"]
 VARIANTS = {
     "agents/process": [*ASYNC, "agents.async_mode='process'"],
     "agents/thread": [*ASYNC, "agents.async_mode='thread'"],
@@ -126,6 +127,10 @@ VARIANTS = {
     # emulators and conv networks on a 2-core machine
     "processes/atari": [*ATARI, *ONE_WORKER],
     "ray/atari": [*ATARI, "ray.steps_per_call=50"],
+    # The update compiled (torch.compile of the loss; a CUDA graph is test_capture's, on a
+    # stand-in): wherever the learner runs, and the K stacked agents'. The threads runner
+    # stays eager (its learner threads split gradients from their step).
+    **{f"{name}/compile": COMPILE for name in ("serial", "processes", "ray", "agents")},
 }
 """Configurations of a runner that run on other threads or processes, or in worlds that
 have their own version of it: they go through the artifact and Ctrl-C checks too."""
@@ -244,9 +249,10 @@ USERS = [*RECIPE, "dqn.network='user_code.qnets:layernorm_mlp'"]
 LayerNorm (a shape shoal's config cannot describe)."""
 
 
-SOLVES = [(name, 0) for name in RUNNERS] + [("serial", 1)]
+SOLVES = [(name, 0) for name in RUNNERS] + [("serial", 1), ("serial/compile", 1)]
 """Every runner on seed 0, where a DQN runner trains the user's recipe and network (USERS),
-through its own transport; shoal's own recipe and network on seed 1 of the serial runner.
+through its own transport; shoal's own recipe and network on seed 1 of the serial runner,
+eager and with its loss compiled.
 (Every runner on more seeds, and the time each takes, are
 benchmarks/cartpole_time_to_solve.py's: here a second seed cost a minute and a half of the
 suite, a threads run alone 30 s.)"""
@@ -256,7 +262,7 @@ suite, a threads run alone 30 s.)"""
 @pytest.mark.parametrize("name, seed", SOLVES)
 def test_solves_cartpole(name, seed, tmp_path, no_shm_leak):
     """To the bar (a runner whose runs differ run to run gets a second run)."""
-    if runner_class(name).multi_agent:
+    if runner_class(name.split("/")[0]).multi_agent:
         pytest.skip("a multi-agent runner learns in its own worlds (test_agents_runner.py)")
     users = seed == 0 and name in DQN_RUNNERS
     overrides = [*runner_overrides(name), f"run.seed={seed}", "run.progress=false"]
