@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any, Protocol
@@ -168,10 +169,18 @@ class GraphedUpdate:
         *,
         warmup: int = 3,
         capture: Callable[[Callable[[], Any]], tuple[Callable[[], None], Any]] | None = None,
+        measure: bool = False,
+        clock: Callable[[], float] | None = None,
     ) -> None:
         self.owner = owner
         self.warmup = warmup
         self._record = capture or cuda_capture
+        self._clock = clock or _synced_clock
+        self._times: dict[str, list[float]] | None = (
+            {"eager": [], "replay": []} if measure else None
+        )
+        """With ``measure`` ('auto'): the warm-ups' and the first replays' seconds, to keep
+        the graph only where it measured faster."""
         self._seen = 0
         self._capture: _Capture | None = None
         self.failed: str | None = owner.capture_blocker()
@@ -192,16 +201,45 @@ class GraphedUpdate:
         if self._seen < self.warmup:
             self._seen += 1
             with _side_stream():
-                return self.owner.update_body(batch)
+                return self._timed("eager", lambda: self.owner.update_body(batch))
         if self._capture is None:
             return self._capture_and_check(batch)
         inputs = input_tensors(batch)
         if [t.shape for t in inputs] != [t.shape for t in self._capture.inputs]:
             return self.owner.update_body(batch)  # a short last batch, say
+        out = self._timed("replay", lambda: self._replay(inputs))
+        self._keep_if_faster()
+        return out
+
+    def _replay(self, inputs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        assert self._capture is not None
         torch._foreach_copy_(self._capture.inputs, inputs)
         self._capture.replay()
         loss, td = self._capture.out  # the next replay overwrites them: copies go out
         return loss.clone(), td.clone()
+
+    def _timed(self, kind: str, fn: Callable[[], Any]) -> Any:
+        """``fn()``, its seconds kept while 'auto' is still weighing (3 of each kind)."""
+        if self._times is None or len(self._times[kind]) >= 3:
+            return fn()
+        t0 = self._clock()
+        out = fn()
+        self._times[kind].append(self._clock() - t0)
+        return out
+
+    def _keep_if_faster(self) -> None:
+        """Once three replays are timed: eager from now on unless the replay was faster
+        than the warm-up updates (the first of those aside: cuBLAS starts in it)."""
+        times = self._times
+        if times is None or len(times["replay"]) < 3 or len(times["eager"]) < 2:
+            return
+        eager, replay = min(times["eager"][1:]), min(times["replay"])
+        self._times = None
+        if replay >= eager:
+            self._drop(
+                f"eager measured faster: {eager * 1e3:.3f} ms an update against "
+                f"{replay * 1e3:.3f} ms a replay"
+            )
 
     def _capture_and_check(self, batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
         """Capture on a copy of ``batch``, replay it once, and keep it only if it matches
@@ -229,10 +267,21 @@ class GraphedUpdate:
     def _fall_back(
         self, why: str, batch: Any, done: tuple[torch.Tensor, torch.Tensor] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eager from now on; this update's result (``done``, or ``batch`` run eagerly)."""
+        self._drop(why)
+        return done if done is not None else self.owner.update_body(batch)
+
+    def _drop(self, why: str) -> None:
         self.failed = why
         self._capture = None
         self.notes.append(f"update: eager, not captured ({why})")
-        return done if done is not None else self.owner.update_body(batch)
+
+
+def _synced_clock() -> float:
+    """Seconds, once the GPU's queued work is done (the time of what was queued)."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 def cuda_capture(fn: Callable[[], Any]) -> tuple[Callable[[], None], Any]:

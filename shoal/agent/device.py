@@ -11,6 +11,7 @@ def to_device(t: torch.Tensor, device: str | torch.device) -> torch.Tensor:
     """``t`` on ``device`` without blocking the host: a CPU tensor bound for CUDA goes
     through pinned memory (a copy from pageable memory waits behind the device's queue,
     the whole update a GPU learner just launched)."""
-    if torch.device(device).type == "cuda" and not t.is_cuda:
+    kind = device.type if isinstance(device, torch.device) else str(device).split(":")[0]
+    if kind == "cuda" and not t.is_cuda:
         t = t.pin_memory()
     return t.to(device, non_blocking=True)

@@ -26,7 +26,7 @@ Noise = tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
 """Noisy layers' noise for one loss evaluation: the online weights', the target's."""
 
 
-@dataclass
+@dataclass(slots=True)
 class UpdateInput:
     """What one update reads besides the learner's own state: the batch and the noise
     drawn for it on the host (a captured update's inputs, copied in before each replay)."""
@@ -44,7 +44,7 @@ class LossInfo:
     td_errors: np.ndarray
 
 
-@dataclass
+@dataclass(slots=True)
 class Pending:
     """One update's loss and TD errors, still on the device: reading them waits for the
     update, so a runner reads the loss at log ticks and copies TD errors out without
@@ -147,7 +147,7 @@ class UpdateSteps:
         if resolved == "compile":
             self._loss_fn = compile_loss(self._loss_fn, self.notes)
         elif resolved == "graph":
-            graphed = GraphedUpdate(self, **graph_options)
+            graphed = GraphedUpdate(self, **{"measure": mode == "auto", **graph_options})
             self.notes.extend(graphed.notes)
             graphed.notes = self.notes
             self._run_update = graphed

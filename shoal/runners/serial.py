@@ -14,7 +14,6 @@ so their transitions still bootstrap correctly.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import numpy as np
@@ -100,8 +99,11 @@ class SerialRunner(DQNRunner):
         """One step of every env with the epsilon of ``step``; the items it completes (n-step
         transitions, MAPF's sequences) go to replay."""
         self.acting.explore(self.epsilon(step))
-        with self.acting_copy.acting() if self.acting_copy else contextlib.nullcontext():
+        if self.acting_copy is None:
             got = self.acting.step()
+        else:
+            with self.acting_copy.acting():
+                got = self.acting.step()
         self.add_batch(*self.acting.take())
         collected = self.tasks.collected(got.finished, got.count, side_by_side=True)
         if got.finished:  # the tasks change only as episodes end (MAPF: a stage opens)

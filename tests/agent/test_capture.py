@@ -263,3 +263,30 @@ def test_the_threads_runner_stays_eager_and_refuses_a_captured_update():
     finally:
         runner.stop()
         runner.close()
+
+
+def test_auto_keeps_the_graph_only_where_its_replay_measured_faster():
+    """'auto' times the eager warm-ups (the first aside) and the first three replays: a
+    replay slower than eager goes back to eager with a line; a faster one stays. A clock
+    that says what each took stands in for CUDA's."""
+    from shoal.agent.capture import GraphedUpdate
+
+    for replay_s, kept in ((0.020, False), (0.001, True)):
+        learner, batches = dqn_and_batches(12)
+        eager = copy.deepcopy(learner)
+        for b in batches:
+            eager.step(b)
+        times = iter(sum(([0.0, d] for d in [0.010] * 3 + [replay_s] * 3), []))
+        graphed = GraphedUpdate(learner, capture=StandInGraph(), measure=True, clock=times.__next__)
+        learner._run_update, learner.notes = graphed, graphed.notes
+        for b in batches:
+            learner.step(b)
+        assert graphed.captured is kept
+        assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=1e-6, rtol=1e-5)
+        if kept:
+            assert learner.notes == []
+        else:
+            assert learner.notes == [
+                "update: eager, not captured (eager measured faster: 10.000 ms an update "
+                "against 20.000 ms a replay)"
+            ]
