@@ -40,6 +40,8 @@ class ActingCopy:
         self.params: Params = {n: t.detach().to(self.device).clone() for n, t in source.items()}
         """The weights the actor reads (refreshed in place)."""
         self.stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
+        if self.stream is not None:  # the clones above were queued on the current stream
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
         self.refreshed_at = 0
         """The learner's update count at the last refresh."""
 
@@ -51,12 +53,16 @@ class ActingCopy:
     def refresh(self, updates: int) -> None:
         """Copy the learner's weights in (after the updates queued so far)."""
         dst, src = list(self.params.values()), [t.detach() for t in self.source.values()]
-        if self.stream is not None:
-            self.stream.wait_stream(torch.cuda.current_stream(self.stream.device))
+        if self.stream is None:
+            torch._foreach_copy_(dst, src)
+        else:
+            # the copy waits for the updates queued so far, and the next update (and an
+            # evaluation reading the copy on the current stream) waits for the copy
+            main = torch.cuda.current_stream(self.device)
+            self.stream.wait_stream(main)
             with torch.cuda.stream(self.stream):
                 torch._foreach_copy_(dst, src)
-        else:
-            torch._foreach_copy_(dst, src)
+            main.wait_stream(self.stream)
         self.refreshed_at = updates
 
     @contextlib.contextmanager

@@ -125,6 +125,15 @@ def input_tensors(inputs: Any) -> list[torch.Tensor]:
     return [t for part in parts for t in input_tensors(part)]
 
 
+def _used_here(out: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Outputs made on a side stream, marked as used on the current one too (so that their
+    memory is not handed out again before this stream is done with them)."""
+    for t in out:
+        if t.is_cuda:
+            t.record_stream(torch.cuda.current_stream(t.device))
+    return out
+
+
 def _clone(inputs: Any) -> Any:
     """A copy of ``inputs`` with every tensor cloned (the capture's static inputs)."""
     if isinstance(inputs, torch.Tensor):
@@ -201,7 +210,8 @@ class GraphedUpdate:
         if self._seen < self.warmup:
             self._seen += 1
             with _side_stream():
-                return self._timed("eager", lambda: self.owner.update_body(batch))
+                out = self._timed("eager", lambda: self.owner.update_body(batch))
+            return _used_here(out)
         if self._capture is None:
             return self._capture_and_check(batch)
         inputs = input_tensors(batch)
@@ -286,10 +296,19 @@ def _synced_clock() -> float:
 
 def cuda_capture(fn: Callable[[], Any]) -> tuple[Callable[[], None], Any]:
     """``fn`` recorded as one CUDA graph: its replay, and its outputs (static tensors that
-    each replay overwrites)."""
+    each replay overwrites). A recording that fails raises what ``fn`` raised (not the
+    capture's own follow-on error) with the stream it was called on current again."""
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
+    before = torch.cuda.current_stream()
+    try:
+        with torch.cuda.graph(graph):
+            out = fn()
+    except Exception as e:
+        # torch.cuda.graph's exit ends the capture first; when that raises, its own
+        # stream context is never left
+        torch.cuda.set_stream(before)
+        torch.cuda.synchronize()
+        raise (e.__context__ if isinstance(e.__context__, Exception) else e) from None
     return graph.replay, out
 
 

@@ -52,7 +52,7 @@ class LatePriorities:
             host = torch.empty(td.shape, dtype=td.dtype, pin_memory=True)
             host.copy_(td, non_blocking=True)
             done = torch.cuda.Event()
-            done.record()
+            done.record(torch.cuda.current_stream(td.device))
         else:
             host, done = td.clone(), None
         self._queue.append((key, host, done))

@@ -47,6 +47,12 @@ Params = Mapping[str, torch.Tensor]
 """Parameters by their ``state_dict`` names (``torso.0.weight``, ...)."""
 
 
+def capturing() -> bool:
+    """Whether a CUDA graph is being recorded now (no host sync may happen: a network takes
+    its data-independent path)."""
+    return torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+
+
 def apply_network(network: nn.Module, params: Params, obs: torch.Tensor, *rest: Any) -> Any:
     """``network``'s output for ``obs`` under explicit ``params``: shoal's networks through
     their own pure ``apply_params``, any other module through
@@ -493,16 +499,28 @@ class RecurrentQNetwork(nn.Module):
             return obs.new_zeros(len(obs), 0, self.state_dim), state
         x = self._torso(params, obs)
         out, last = self._fused(params, x, state)
+        if capturing():  # no host sync: step every row, keep it where it has padding
+            padded = ~mask.all(1)
+            stepped, kept = self._stepped(params, x, state, mask)
+            out = torch.where(padded[:, None, None], stepped, out)
+            return out, torch.where(padded[:, None], kept, last)
         rows = (~mask.all(1)).nonzero().squeeze(1)
         if len(rows):
-            gates = F.linear(x[rows], params["gru.weight_ih"], params["gru.bias_ih"])
-            kept, outs = state[rows], []
-            for t in range(obs.shape[1]):
-                nxt = self._recur(params, gates[:, t], kept)
-                kept = torch.where(mask[rows, t, None], nxt, kept)
-                outs.append(nxt[:, : self.state_dim])
-            out[rows], last[rows] = torch.stack(outs, 1), kept
+            out[rows], last[rows] = self._stepped(params, x[rows], state[rows], mask[rows])
         return out, last
+
+    def _stepped(
+        self, params: Params, x: torch.Tensor, state: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The burn-in stepped slot by slot, the state kept over invalid slots: each slot's
+        output and the state after them."""
+        gates = F.linear(x, params["gru.weight_ih"], params["gru.bias_ih"])
+        kept, outs = state, []
+        for t in range(x.shape[1]):
+            nxt = self._recur(params, gates[:, t], kept)
+            kept = torch.where(mask[:, t, None], nxt, kept)
+            outs.append(nxt[:, : self.state_dim])
+        return torch.stack(outs, 1), kept
 
     def _fused(
         self, params: Params, x: torch.Tensor, state: torch.Tensor

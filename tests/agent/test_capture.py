@@ -290,3 +290,24 @@ def test_auto_keeps_the_graph_only_where_its_replay_measured_faster():
                 "update: eager, not captured (eager measured faster: 10.000 ms an update "
                 "against 20.000 ms a replay)"
             ]
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_a_recurrent_burn_in_while_capturing_is_the_one_that_selects_rows(cell, monkeypatch):
+    """While a CUDA graph records, R2D2's burn-in steps every row and keeps the stepped
+    result where the burn-in has padding (no ``nonzero``, no host sync): the same Q-values
+    as selecting those rows, on a batch where some have it and some do not."""
+    import shoal.agent.networks as networks
+    from shoal.agent.networks import RecurrentQNetwork
+
+    torch.manual_seed(0)
+    net = RecurrentQNetwork(4, 3, hidden=[16], state_dim=8, cell=cell)
+    params = dict(net.named_parameters())
+    obs, state = torch.randn(5, 9, 4), torch.randn(5, net.state_size)
+    mask = torch.ones(5, 9, dtype=torch.bool)
+    mask[0, :2] = False  # episodes that begin inside the burn-in
+    mask[3, :1] = False
+    want = net.unroll(params, obs, state, mask, burn_in=4)
+    monkeypatch.setattr(networks, "capturing", lambda: True)
+    got = net.unroll(params, obs, state, mask, burn_in=4)
+    assert torch.allclose(got, want, atol=1e-6)
