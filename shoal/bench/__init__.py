@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shoal.bench.model import Prediction, predict, predict_world, ray_from_modes
-from shoal.bench.parts import Parts, measure_parts
+from shoal.bench.parts import Parts, bench_starts, measure_parts
 from shoal.bench.report import Report, partial_lines, verdict
 from shoal.bench.windows import Window, measure_window
 from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
@@ -29,6 +29,7 @@ from shoal.config import Config, config_to_dict, load_config
 from shoal.errors import ConfigError
 
 __all__ = [
+    "BENCH_EPSILON",
     "MAX_SECONDS",
     "SCHEMES",
     "Parts",
@@ -49,6 +50,9 @@ PARTS_SHARE = 0.3
 MAX_SECONDS = 86_400.0
 """The largest measuring budget (``--seconds``): a day. The default is 120 s and a few
 minutes settle every scheme; a longer one only keeps a machine busy for nothing."""
+
+BENCH_EPSILON = 0.05
+"""The least epsilon a bench times at (:func:`at_end_epsilon`)."""
 
 RAY_MODES_SHARE = 0.4
 """Of the ray scheme's window, what timing its own modes takes (before the window, on
@@ -179,7 +183,8 @@ def _is_world(cfg: Config) -> bool:
 
 
 def _config(config: Config | str | Path | None, overrides: Sequence[str]) -> Config:
-    """The config to time: the user's, with epsilon at its end value from the first step.
+    """The config to time: the user's, with epsilon at its end value once the bench's
+    learning starts (:func:`at_end_epsilon`).
 
     Acting skips the network on a random action, so a run's first, exploring steps go
     faster than the rest (a Ray run on CartPole: 15% from 4k to 12k env steps, flat with
@@ -193,9 +198,25 @@ def _config(config: Config | str | Path | None, overrides: Sequence[str]) -> Con
 
 
 def at_end_epsilon(cfg: Config) -> list[str]:
-    """The overrides that hold ``cfg``'s epsilon at its end value from the first step, as
-    ``shoal bench`` times every scheme (a check against full runs gives them the same)."""
-    return [f"explore.eps_start={cfg.explore.eps_end!r}"]
+    """The overrides that put ``cfg``'s epsilon at its end value (at least
+    :data:`BENCH_EPSILON`) from the bench's learning start on
+    (:func:`~shoal.bench.parts.bench_starts`), as ``shoal bench`` times every scheme (a
+    check against full runs gives them the same): random before it, so the replay the
+    first update needs fills at once.
+
+    An untrained network's greedy policy is often one action over and over; in Breakout
+    that is never FIRE, so at epsilon 0.01 from the first step no life ended, and rollout
+    workers, which send whole episodes, sent nothing for 90 s of a 60 s bench. A learning
+    agent's episodes end; at 0.05 random actions end the untrained one's too, and a batched
+    forward still runs at every step of 8 envs (skipped only where every env explores)."""
+    e = cfg.explore
+    if e.noisy:  # noise explores, epsilon is 0
+        return [f"explore.eps_start={e.eps_end!r}"]
+    end = max(e.eps_end, min(BENCH_EPSILON, e.eps_start))
+    return [
+        f"explore.eps_end={end!r}",
+        f"explore.eps_decay_steps={max(1, bench_starts(cfg))}",
+    ]
 
 
 def _schemes(cfg: Config, asked: Sequence[str] | None, known: Sequence[str]) -> list[str]:

@@ -41,6 +41,7 @@ __all__ = [
     "BLOCKS",
     "Parts",
     "bench_config",
+    "bench_starts",
     "bench_runner",
     "make_parts",
     "measure_parts",
@@ -133,14 +134,19 @@ def replay_ratio(cfg: Config) -> float:
     return UpdateSchedule.from_config(cfg.run).ratio
 
 
+def bench_starts(cfg: Config) -> int:
+    """The env steps before a measurement's first update: a batch's worth (at least 256),
+    never the config's own warm-up (the atari preset's 80k)."""
+    return min(cfg.run.learning_starts, max(cfg.dqn.batch_size, 256))
+
+
 def bench_config(cfg: Config, runner: str, extra: list[str] | None = None) -> Config:
     """The config for a measurement: ``runner``, no progress bar, learning from the
     first batch's worth of steps (the measurement wants updates, not the warm-up)."""
-    starts = min(cfg.run.learning_starts, max(cfg.dqn.batch_size, 256))
     overrides = [
         f"run.runner='{runner}'",
         "run.progress=false",
-        f"run.learning_starts={starts}",
+        f"run.learning_starts={bench_starts(cfg)}",
         *(extra or []),
     ]
     return load_config(None, overrides, values=config_to_dict(cfg))

@@ -131,7 +131,8 @@ class DQNRunner(Runner):
         indices, batch = self._next or self._sample_batch()
         self._next = None
         pending = self.learner.update(batch)
-        self.priorities.push(indices, pending.td_errors)
+        if self.cfg.replay.prioritized:  # uniform replay: nothing to copy back, ever
+            self.priorities.push(indices, pending.td_errors)
         if self._prefetch:
             self._next = self._sample_batch()
         return pending.loss

@@ -194,24 +194,36 @@ def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
 
 
 def test_every_scheme_is_timed_with_epsilon_at_its_end_value(monkeypatch):
+    """Random acting until the bench's learning start (256 steps: replay fills at once,
+    whole episodes end), then epsilon at its end value for every step timed."""
     import shoal.bench
+    from shoal.agent.builder import build_epsilon
 
-    seen: list[tuple[float, float]] = []
+    seen: list[tuple[float, float, float]] = []
+
+    def epsilons(cfg):
+        schedule = build_epsilon(cfg)
+        seen.append((schedule(0), schedule(256), schedule(10**6)))
 
     def fake_parts(cfg, seconds, threads=0.0):
-        seen.append((cfg.explore.eps_start, cfg.explore.eps_end))
+        epsilons(cfg)
         return parts()
 
     def fake_window(cfg, scheme, *args):
-        seen.append((cfg.explore.eps_start, cfg.explore.eps_end))
+        epsilons(cfg)
         return Window(scheme, 500.0, 125.0, 1.0, 0.5, 0.25)
 
     monkeypatch.setattr(shoal.bench, "measure_parts", fake_parts)
     monkeypatch.setattr(shoal.bench, "measure_window", fake_window)
     users = load_config("cartpole", ["explore.eps_end=0.1"])
     bench(users, seconds=2, schemes=["serial", "threads"])
-    assert seen == [(0.1, 0.1)] * 3  # the parts, then each scheme's window
-    assert users.explore.eps_start == 1.0  # the user's config is left as it was
+    assert seen == [(1.0, 0.1, 0.1)] * 3  # the parts, then each scheme's window
+    assert users.explore.eps_decay_steps == 10_000  # the user's config is left as it was
+    # an untrained network's one action over and over must not stop episodes ending
+    breakout = shoal.bench.at_end_epsilon(load_config("atari"))
+    assert breakout == ["explore.eps_end=0.05", "explore.eps_decay_steps=256"]
+    noisy = ["explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0"]
+    assert shoal.bench.at_end_epsilon(load_config("cartpole", noisy)) == ["explore.eps_start=0.0"]
 
 
 def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin():
