@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from shoal.agent.losses import Batch, DQNLoss
-from shoal.agent.networks import Params, make_q_network
+from shoal.agent.networks import make_q_network
 from shoal.agent.noisy import NoiseSource, noise_shapes
 from shoal.agent.update_steps import Loss, LossInfo, Noise, Pending, UpdateSteps
 from shoal.config import DQNConfig
@@ -110,15 +110,6 @@ class Learner(UpdateSteps):
         if shapes:
             self.noise = NoiseSource(shapes, int(torch.randint(2**62, ())))
         self.init_updates(loss)
-
-    def loss_params(self, noise: Noise | None = None) -> tuple[Params, Params]:
-        """The online and target weights a loss evaluation reads: with ``noise`` (default:
-        fresh noise) when the network has noisy layers."""
-        noise = noise or self.draw_noise()
-        if noise is None:
-            return self.params, self.target_params
-        online, target = noise
-        return {**self.params, **online}, {**self.target_params, **target}
 
     def draw_noise(self) -> Noise | None:
         """Fresh noise for the online and the target weights (None: no noisy layers)."""

@@ -101,16 +101,6 @@ class StackedLearner(UpdateSteps):
     def _one(self, params: Params, target_params: Params, *batch: torch.Tensor) -> Any:
         return self.loss(params, target_params, self.batch_type(*batch))
 
-    def loss_params(self, noise: Noise | None = None) -> tuple[Params, Params]:
-        """The stacked weights a loss evaluation reads: with ``noise`` (default: each
-        agent's own fresh noise, from its own generator) when the network has noisy
-        layers."""
-        noise = noise or self.draw_noise()
-        if noise is None:
-            return self.params, self.target_params
-        online, target = noise
-        return {**self.params, **online}, {**self.target_params, **target}
-
     def draw_noise(self) -> Noise | None:
         """Each agent's fresh noise, stacked (None: no noisy layers)."""
         if self.learners[0].noise is None:

@@ -66,6 +66,7 @@ class UpdateSteps:
     device: torch.device
     updates: int
     optimizer: Any
+    params: dict[str, torch.Tensor]
     target_params: dict[str, torch.Tensor]
     _param_list: list[torch.Tensor]
 
@@ -94,6 +95,15 @@ class UpdateSteps:
     def read(self, pending: Pending) -> Any:
         """An update's results read back (waits for the update)."""
         raise NotImplementedError
+
+    def loss_params(self, noise: Noise | None = None) -> tuple[Params, Params]:
+        """The online and target weights a loss evaluation reads: with ``noise`` (default:
+        fresh noise) when the network has noisy layers."""
+        noise = noise or self.draw_noise()
+        if noise is None:
+            return self.params, self.target_params
+        online, target = noise
+        return {**self.params, **online}, {**self.target_params, **target}
 
     # --- the update -------------------------------------------------------------------------
     def update_body(self, inputs: UpdateInput) -> tuple[torch.Tensor, torch.Tensor]:
