@@ -21,6 +21,7 @@ import torch
 from shoal.agent.builder import Fields, build_epsilon, build_replay
 from shoal.agent.late_priorities import LatePriorities
 from shoal.agent.learner import Learner
+from shoal.agent.update_steps import UpdateSteps
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
@@ -51,6 +52,12 @@ class DQNRunner(Runner):
         as ``run.compile`` says."""
         torch.manual_seed(cfg.run.seed)
         learner = recipe_for(cfg).make_learner(cfg, spec)
+        if not isinstance(learner, UpdateSteps):  # the runners call update(), not step()
+            raise ConfigError(
+                f"config key 'run.recipe': {cfg.run.recipe!r} makes a learner of type "
+                f"{type(learner).__name__}, not a shoal.agent.learner.Learner; build it as "
+                "Learner(network, loss, cfg.dqn) (or a subclass) with your own loss"
+            )
         learner.update_line = learner.set_compile(cls.compile_mode(cfg))  # type: ignore[attr-defined]
         return learner
 

@@ -311,3 +311,9 @@ def test_a_recurrent_burn_in_while_capturing_is_the_one_that_selects_rows(cell, 
     monkeypatch.setattr(networks, "capturing", lambda: True)
     got = net.unroll(params, obs, state, mask, burn_in=4)
     assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_a_recipe_whose_learner_is_not_a_shoal_learner_is_one_line_before_any_work():
+    cfg = load_config("cartpole", ["run.recipe='tests.user_code.recipes:NotALearner'"])
+    with pytest.raises(ConfigError, match="makes a learner of type Stepper, not a shoal"):
+        runner_for(cfg)(cfg)

@@ -31,3 +31,14 @@ class PseudoHuberDQN(DQNRecipe):
         return Learner(
             network, PseudoHuberLoss(network, double=cfg.dqn.double), cfg.dqn, device=cfg.run.device
         )
+
+
+class NotALearner(DQNRecipe):
+    """A recipe whose learner is not a shoal Learner (a plain object with a ``step``)."""
+
+    def make_learner(self, cfg: Any, spec: Any) -> Any:
+        class Stepper:
+            def step(self, batch: Any) -> None:
+                return None
+
+        return Stepper()
