@@ -8,7 +8,7 @@ network) and a max over the next state's actions: ``reward + discount * max_a Q(
 a) - Q(obs, action)``. ``next_obs`` is the state n steps on (the n-step writer put it
 there) and ``discount`` is 0 after termination, so the bootstrap is taken at t + n, never
 at t, and never past the end of an episode (the reference DHC code got both wrong; see
-DESIGN.md).
+docs/ARCHITECTURE.md, Known traps).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Actors' initial priorities: the n-step TD error, bootstrapped from max Q at t + n (not at
-t) and not past a termination; on truncation the bootstrap stays (DESIGN.md trap: the
-reference DHC code got both wrong)."""
+t) and not past a termination; on truncation the bootstrap stays (docs/ARCHITECTURE.md
+trap: the reference DHC code got both wrong)."""
 
 import numpy as np
 import pytest

@@ -366,7 +366,7 @@ def test_sigkill_of_the_learner_then_resume_and_eval(tmp_path):
     )
     assert ev.returncode == 0, ev.stderr
     # The run stops at its first confirmed solve, and a held-out check at the bar of a
-    # policy that just reached it is close to a coin flip (DESIGN.md): 463.5 once in a
+    # policy that just reached it is close to a coin flip (docs/ARCHITECTURE.md): 463.5 once in a
     # full-suite run. 450 still tells a trained policy from a broken resume (random: ~22).
     assert float(ev.stdout.split("mean ")[1].split(",")[0]) >= 450, ev.stdout
 

@@ -2,7 +2,7 @@
 
 Why a process: the worlds are Python, and so is most of a small learner update's time
 between its many short torch calls. A learning thread beside a collecting thread takes
-turns with it on the GIL (DESIGN.md, benchmarks/RESULTS.md: async learning in a thread
+turns with it on the GIL (docs/ARCHITECTURE.md, benchmarks/RESULTS.md: async learning in a thread
 measured 0.72-0.79 of the overlap bound). Here the collector has an interpreter of its own
 and the learner keeps the caller's, so both run at once on two cores.
 
