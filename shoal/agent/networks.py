@@ -93,6 +93,12 @@ def _thread_copy(network: nn.Module) -> nn.Module:
     into the module while it runs, so two threads calling it on one module (learner
     threads, or a learner beside an acting thread) would compute with each other's
     weights."""
+    if torch.compiler.is_compiling():
+        # A compiled loss (run.compile = "compile") traces the module itself: the table of
+        # copies is Python state torch.compile would guard on, and a guard on its keys
+        # broke when another thread's copy came or went. One thread runs a compiled
+        # learner (the threads runner refuses it), and actors use their own copies.
+        return network
     copies = getattr(_threads, "copies", None)
     if copies is None:
         copies = _threads.copies = weakref.WeakKeyDictionary()
