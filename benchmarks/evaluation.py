@@ -63,13 +63,12 @@ def cartpole(episodes: int) -> None:
 def harvest(episodes: int) -> None:
     from shoal.config import load_config
     from shoal.envs.parallel import make_parallel_env
-    from shoal.run.evaluation import EVAL_STREAM
-    from shoal.run.seeding import derive_seed
+    from shoal.run.seeding import SeedStream, derive_seed
     from shoal.runners.agents.epochs import build_player, greedy_returns
 
     cfg = load_config("harvest", ["agents.max_turns=500"])  # a new user's long episodes
     a = cfg.agents
-    seeds = [derive_seed(0, EVAL_STREAM, k) for k in range(episodes)]
+    seeds = [derive_seed(0, SeedStream.EVAL, k) for k in range(episodes)]
     env = make_parallel_env(cfg.env.id, num_agents=a.agents, max_turns=a.max_turns)
     player = build_player(cfg, env)
     t0 = time.perf_counter()

@@ -31,8 +31,8 @@ egocentric window, 5 actions, MLP ``--hidden`` 64 64, dueling, double DQN, batch
    2 processes = the cores) mapping ``train_step`` over the agents, each agent sent whole
    (learner + its replay buffer) every round as the note proposes. Time only: what comes
    back from a worker (weights through torch's shared memory, optimizer moments, update
-   counter, the buffer's generator) is not checked here (docs/ARCHITECTURE.md: the Pool.map trap). The
-   pool's start-up is reported separately and left out of the round time.
+   counter, the buffer's generator) is not checked here (docs/ARCHITECTURE.md: the Pool.map
+   trap). The pool's start-up is reported separately and left out of the round time.
 5. End to end, async vs sync learning at ``--e2e-k`` agents (default 32): the ``agents``
    runner (``AgentsRunner``) on the harvest preset, epochs of ``--e2e-turns`` turns, a
    budget of ``--e2e-steps`` turns, learning from the second epoch on, no evaluation or

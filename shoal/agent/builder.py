@@ -18,10 +18,9 @@ from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.replay import NStepWriter, ReplayBuffer
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = [
-    "REPLAY_STREAM",
     "build_actor",
     "build_epsilon",
     "build_learner",
@@ -31,9 +30,6 @@ __all__ = [
     "build_replay",
     "transition_fields",
 ]
-
-REPLAY_STREAM = 2
-"""Seed stream of replay sampling."""
 
 
 def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
@@ -154,7 +150,7 @@ def build_replay(cfg: Config, spec: EnvSpec, fields: Fields | None = None) -> Re
         beta=r.beta,
         beta_final=r.beta_final,
         beta_steps=r.beta_steps,
-        seed=derive_seed(cfg.run.seed, REPLAY_STREAM),
+        seed=derive_seed(cfg.run.seed, SeedStream.REPLAY),
         frame_stack=cfg.env.frame_stack if stacked else 1,
     )
 

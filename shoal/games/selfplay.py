@@ -37,7 +37,7 @@ import numpy as np
 
 from shoal.config import param
 from shoal.errors import ConfigError
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
 if TYPE_CHECKING:  # torch loads with the plug-in's work, not with the config section
     import torch
@@ -174,11 +174,6 @@ class SelfPlayConfig:
         return SelfPlay(self, template, seed=cfg.run.seed, games=cfg.run.episodes_per_eval())
 
 
-SELFPLAY_STREAM = 4
-"""Seed stream of opponent choices (shared with the workers' stream on purpose: it is the
-same stream the processes runner always used, so runs stay reproducible)."""
-
-
 class SelfPlay:
     """The self-play plug-in of the processes runner (see the module docstring)."""
 
@@ -195,7 +190,7 @@ class SelfPlay:
         self.cfg = cfg
         self.pool = OpponentPool(cfg.pool_size, cfg.sampling, seed=seed)
         self.opponents = SharedWeightStore(template, meta_keys=("opponent",))
-        self._rng = np.random.default_rng(derive_seed(seed, SELFPLAY_STREAM))
+        self._rng = np.random.default_rng(derive_seed(seed, SeedStream.SELFPLAY))
         self.seed = seed
         self.games = games
 

@@ -46,9 +46,8 @@ from shoal.mapf.player import (
     sequence_specs,
 )
 from shoal.recipes.dqn import DQNRecipe
-from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = ["CurriculumTasks", "HeldOutEvaluator", "MapfActing", "MapfRecipe", "Stepped"]
 
@@ -335,13 +334,15 @@ class HeldOutEvaluator:
                     for _ in range(r.episodes_per_eval())
                 ]
                 self._worlds.append(((agents, size), worlds))
-        rng = np.random.default_rng(derive_seed(seed, EVAL_STREAM, 1))
+        rng = np.random.default_rng(derive_seed(seed, SeedStream.EVAL, 1))
         lo, hi = m.eval_density
         successes, self.last = [], {}
         for (agents, size), worlds in self._worlds:
             for env in worlds:
                 env.density = float(rng.uniform(lo, hi))
-            seeds = [derive_seed(seed, EVAL_STREAM, agents, size, k) for k in range(len(worlds))]
+            seeds = [
+                derive_seed(seed, SeedStream.EVAL, agents, size, k) for k in range(len(worlds))
+            ]
             played = play_greedy(
                 actor.network,
                 actor.params,

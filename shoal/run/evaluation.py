@@ -7,16 +7,9 @@ from collections.abc import Callable, Sequence
 import gymnasium as gym
 import numpy as np
 
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
-__all__ = ["CONFIRM_STREAM", "EPSILON_STREAM", "EVAL_STREAM", "evaluate"]
-
-EVAL_STREAM = 1
-"""Seed stream of evaluation resets (training resets use 0)."""
-CONFIRM_STREAM = 8
-"""Seed stream of the evaluations that confirm a solve (``run.confirm_solve``)."""
-EPSILON_STREAM = 9
-"""Seed stream of evaluation episodes' random actions (``run.eval_epsilon``)."""
+__all__ = ["evaluate"]
 
 
 def evaluate(
@@ -47,9 +40,9 @@ def evaluate(
     def begin(i: int) -> None:
         k = next(todo, None)
         if k is not None:
-            live[i] = (k, envs[i].reset(seed=derive_seed(seed, EVAL_STREAM, k))[0])
+            live[i] = (k, envs[i].reset(seed=derive_seed(seed, SeedStream.EVAL, k))[0])
             if epsilon > 0:  # greedy evaluations build no generators
-                explore[i] = np.random.default_rng(derive_seed(seed, EPSILON_STREAM, k))
+                explore[i] = np.random.default_rng(derive_seed(seed, SeedStream.EPSILON, k))
             if memory is not None:
                 memory(i)
 

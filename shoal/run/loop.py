@@ -33,11 +33,10 @@ from typing import TYPE_CHECKING, Any
 from shoal.errors import CheckpointError, RunDirError
 from shoal.run.checkpoint import load_checkpoint, save_checkpoint
 from shoal.run.directory import RunDir
-from shoal.run.evaluation import CONFIRM_STREAM
 from shoal.run.metrics import MetricsWriter
 from shoal.run.preemption import reclaim_preemption_signals
 from shoal.run.progress import TrainProgress
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
 if TYPE_CHECKING:
     from shoal.run.runner import Runner
@@ -223,7 +222,7 @@ class RunLoop:
         attempt = c["confirms"]
         c["confirms"] = attempt + 1
         t0 = time.perf_counter()
-        returns, _ = self.runner.evaluate(derive_seed(r.seed, CONFIRM_STREAM, attempt))
+        returns, _ = self.runner.evaluate(derive_seed(r.seed, SeedStream.CONFIRM, attempt))
         c["eval_s"] += time.perf_counter() - t0
         confirm = float(returns.mean())
         metrics.log("confirm", c["step"], wall_s=self.wall(), eval_mean=confirm)

@@ -3,10 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import IntEnum, unique
 
 import numpy as np
 
-__all__ = ["derive_seed", "derive_seeds"]
+__all__ = ["SeedStream", "derive_seed", "derive_seeds"]
+
+
+@unique
+class SeedStream(IntEnum):
+    """The first element of every seed path: each kind of randomness in a run draws from a
+    stream of its own, so no two kinds share numbers. The values are the ones runs have
+    always used (a run repeats across versions), but self-play's, which shared the workers'
+    stream and now has its own."""
+
+    TRAIN = 0
+    """Training env resets (the serial runner's envs, the agents runner's epochs)."""
+    EVAL = 1
+    """Evaluation resets."""
+    REPLAY = 2
+    """Replay sampling."""
+    ACTION = 3
+    """Exploration draws (epsilon-greedy, noise) of the driver's actors."""
+    WORKER = 4
+    """Rollout workers' resets and exploration."""
+    LEARNER = 5
+    """The agents runner's agents' initial weights."""
+    ACTOR = 7
+    """Ray actors' resets and exploration."""
+    CONFIRM = 8
+    """The evaluations that confirm a solve (``run.confirm_solve``)."""
+    EPSILON = 9
+    """Evaluation episodes' random actions (``run.eval_epsilon``)."""
+    SELFPLAY = 10
+    """Self-play's opponent choices (until issue 54: the workers' stream, 4)."""
+    MAPF_EVAL = 21
+    """MAPF's generated evaluation instances."""
 
 
 def derive_seed(seed: int, *path: int) -> int:

@@ -51,7 +51,7 @@ from shoal.config import Config
 from shoal.errors import ConfigError, ShoalError
 from shoal.recipes import recipe_for
 from shoal.run.loop import Collected
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.sections import ProcessesConfig
 from shoal.sync.weights import SharedWeightStore
@@ -65,8 +65,6 @@ from shoal.sync.workers import (
 
 __all__ = ["Block", "Place", "ProcessesConfig", "ProcessesRunner", "default_workers"]
 
-WORKER_STREAM = 4
-"""Seed stream of worker resets and exploration."""
 MAX_FAILURES = 3
 """Restarts in a row without an episode after which a worker's failure stops the run."""
 KEPT_VERSIONS = 100_000
@@ -171,7 +169,7 @@ def _rollout(
     """The rollout worker's loop (:func:`rollout_worker`)."""
     recipe = recipe_for(cfg)
     spec = recipe.probe(cfg)
-    seeds = (cfg.run.seed, WORKER_STREAM, *place.seeds)
+    seeds = (cfg.run.seed, SeedStream.WORKER, *place.seeds)
     rng = np.random.default_rng(derive_seed(*seeds))
     actor = recipe.make_actor(cfg, spec, rng, source=store)
     hook = None

@@ -22,15 +22,10 @@ from shoal.agent.acting_copy import ActingCopy, pick_acting_device
 from shoal.agent.actor import Actor
 from shoal.config import Config
 from shoal.run.loop import Collected
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.dqn import DQNRunner
 
 __all__ = ["SerialRunner"]
-
-TRAIN_STREAM = 0
-"""Seed stream of training env resets."""
-ACTION_STREAM = 3
-"""Seed stream of exploration (epsilon-greedy) draws."""
 
 
 class SerialRunner(DQNRunner):
@@ -49,14 +44,14 @@ class SerialRunner(DQNRunner):
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
-        self.rng = np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM))
+        self.rng = np.random.default_rng(derive_seed(cfg.run.seed, SeedStream.ACTION))
         self.actor = self.make_actor()
         self.acting = self.recipe.make_acting(
             cfg,
             self.spec,
             self.actor,
-            (cfg.run.seed, TRAIN_STREAM),
-            env_seed=derive_seed(cfg.run.seed, TRAIN_STREAM),
+            (cfg.run.seed, SeedStream.TRAIN),
+            env_seed=derive_seed(cfg.run.seed, SeedStream.TRAIN),
             writer="stream",
             rng=self.rng,
         )

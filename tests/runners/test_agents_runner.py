@@ -189,8 +189,7 @@ def test_evaluation_plays_its_worlds_side_by_side_with_the_one_by_one_returns(ha
     the same seeds one after another, for trained-looking (random) and initial weights."""
     from shoal.config import load_config
     from shoal.envs.parallel import make_parallel_env
-    from shoal.run.evaluation import EVAL_STREAM
-    from shoal.run.seeding import derive_seed
+    from shoal.run.seeding import SeedStream, derive_seed
     from shoal.runners.agents.epochs import EpochPlayer, greedy_returns
 
     cfg = load_config(None, [*harvest(), "agents.max_turns=40", "run.eval_episodes=7"])
@@ -200,7 +199,7 @@ def test_evaluation_plays_its_worlds_side_by_side_with_the_one_by_one_returns(ha
         with torch.no_grad():  # weights far from the initial ones: varied behaviour
             for p in runner.actor.params.values():
                 p.add_(torch.randn_like(p))
-        seeds = [derive_seed(3, EVAL_STREAM, k) for k in range(7)]
+        seeds = [derive_seed(3, SeedStream.EVAL, k) for k in range(7)]
         env = make_parallel_env(cfg.env.id, num_agents=3, max_turns=40)
         player = EpochPlayer(cfg, env, runner.ma, runner.actor)
         one_by_one = [player.play(0.0, s, store=False).returns.sum() for s in seeds]

@@ -29,8 +29,7 @@ from shoal.envs.parallel import (
 )
 from shoal.envs.social_metrics import EpisodeMetrics
 from shoal.recipes import recipe_for
-from shoal.run.evaluation import EVAL_STREAM
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = [
     "EpochPlayer",
@@ -45,20 +44,17 @@ __all__ = [
     "play_epochs",
 ]
 
-TRAIN_STREAM = 0
-ACTION_STREAM = 3
-LEARNER_STREAM = 5
-"""Seed streams: epoch resets, each agent's exploration, each agent's initial weights."""
-
 
 def actor_rngs(cfg: Config, k: int) -> list[np.random.Generator]:
     """The K agents' exploration generators, the same wherever the epochs are played."""
-    return [np.random.default_rng(derive_seed(cfg.run.seed, ACTION_STREAM, i)) for i in range(k)]
+    return [
+        np.random.default_rng(derive_seed(cfg.run.seed, SeedStream.ACTION, i)) for i in range(k)
+    ]
 
 
 def epoch_seed(cfg: Config, epoch: int) -> int:
     """The reset seed of training epoch ``epoch``."""
-    return derive_seed(cfg.run.seed, TRAIN_STREAM, epoch)
+    return derive_seed(cfg.run.seed, SeedStream.TRAIN, epoch)
 
 
 @dataclass
@@ -205,7 +201,7 @@ def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPl
         with torch.random.fork_rng():
             nets = []
             for i in range(len(spec.agents)):
-                torch.manual_seed(derive_seed(cfg.run.seed, LEARNER_STREAM, i))
+                torch.manual_seed(derive_seed(cfg.run.seed, SeedStream.LEARNER, i))
                 nets.append(recipe_for(cfg).make_network(cfg, spec.env_spec()))
         params = {
             n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
@@ -244,7 +240,7 @@ def play_checkpoint(
     """``episodes`` epochs of a checkpoint's agents (its ``learner`` entry), episode k reset
     with a seed derived from ``seed`` and k, so two runs, or trained and random agents,
     meet the same worlds."""
-    seeds = [derive_seed(seed, EVAL_STREAM, k) for k in range(episodes)]
+    seeds = [derive_seed(seed, SeedStream.EVAL, k) for k in range(episodes)]
     return play_epochs(cfg, seeds, epsilon=epsilon, params=checkpoint_weights(learner_state))
 
 

@@ -35,13 +35,11 @@ from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_para
 from shoal.errors import ConfigError
 from shoal.recipes import recipe_for
 from shoal.replay import StackedReplay
-from shoal.run.evaluation import EVAL_STREAM
 from shoal.run.loop import Collected
 from shoal.run.runner import Runner
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.agents.collector import CollectorError, CollectorProcess
 from shoal.runners.agents.epochs import (
-    LEARNER_STREAM,
     EpochPlayer,
     EpochResult,
     actor_rngs,
@@ -185,7 +183,7 @@ class AgentsRunner(Runner):
             self._phase_group = None
 
     def _agent(self, i: int) -> DQN:
-        torch.manual_seed(derive_seed(self.cfg.run.seed, LEARNER_STREAM, i))
+        torch.manual_seed(derive_seed(self.cfg.run.seed, SeedStream.LEARNER, i))
         return self.recipe.make_learner(self.cfg, self.spec)
 
     # --- the K learners -----------------------------------------------------------------------
@@ -350,7 +348,7 @@ class AgentsRunner(Runner):
                 for _ in range(min(episodes, EVAL_WORLDS))
             ]
         self._sync_actor()
-        seeds = [derive_seed(seed, EVAL_STREAM, i) for i in range(episodes)]
+        seeds = [derive_seed(seed, SeedStream.EVAL, i) for i in range(episodes)]
         return greedy_returns(
             self.cfg, self._eval_envs, self.ma, self.actor, seeds
         ), self.actor.params

@@ -24,12 +24,9 @@ import torch
 from shoal.config import Config
 from shoal.recipes import recipe_for
 from shoal.run.imports import adopt_search_path
-from shoal.run.seeding import derive_seed
+from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = ["RolloutActor"]
-
-ACTOR_STREAM = 7
-"""Seed stream of the ray runner's actors (exploration and episode resets)."""
 
 
 class RolloutActor:
@@ -68,7 +65,7 @@ class RolloutActor:
         store = RayWeightStore(ray.get_actor(f"shoal-weights-{tag}"), poll=True)
         replay = ray.get_actor(f"shoal-replay-{tag}")
         self.cfg, self.index, self.actors = cfg, index, actors
-        self.seeds: tuple[int, ...] = (cfg.run.seed, ACTOR_STREAM, index, start)
+        self.seeds: tuple[int, ...] = (cfg.run.seed, SeedStream.ACTOR, index, start)
         if ray.get_runtime_context().was_current_actor_reconstructed:
             # A restart must not replay its first life's episodes and exploration draws.
             self.seeds += (os.getpid(),)
