@@ -23,6 +23,7 @@ from shoal.agent.acting import BatchActing
 from shoal.agent.actor import Actor
 from shoal.agent.batch_actor import Finished, Steps
 from shoal.agent.networks import apply_network
+from shoal.replay.items import stack_items
 from shoal.replay.sequence import SequenceWriter
 
 __all__ = ["RecurrentActor", "SequenceActing", "RecurrentPolicy"]
@@ -148,7 +149,7 @@ class SequenceActing(BatchActing):
         items, self._items = self._items, []
         if not items:
             return {}, None
-        return {k: np.stack([item[k] for item in items]) for k in items[0]}, None
+        return stack_items(items), None
 
     def take_sent(self) -> tuple[dict[str, np.ndarray], None, list[Finished], int]:
         """What a worker or Ray actor sends: the completed sequences, the episodes finished

@@ -33,6 +33,7 @@ from shoal.mapf.guide import guided_scores
 from shoal.mapf.network import CommQNetwork, JointLayout
 from shoal.mapf.pibt import PibtMover
 from shoal.replay import SequenceWriter
+from shoal.replay.items import stack_items
 from shoal.run.seeding import derive_seed
 
 __all__ = [
@@ -284,7 +285,7 @@ class MapfPlayer:
         if not items:
             return np.zeros(0)
         device = next(iter(params.values())).device
-        stacked = {name: np.stack([item[name] for item in items]) for name in items[0]}
+        stacked = stack_items(items)
         batch = SequenceBatch.from_numpy(stacked, device)
         with torch.inference_mode():
             _, priority = self.loss(params, params, batch)

@@ -46,6 +46,7 @@ from shoal.mapf.player import (
     sequence_specs,
 )
 from shoal.recipes.dqn import DQNRecipe
+from shoal.replay.items import stack_items
 from shoal.run.loop import Collected
 from shoal.run.seeding import SeedStream, derive_seed
 
@@ -214,7 +215,7 @@ class MapfActing(Pulling):
         priorities, self._priorities = self._priorities, []
         if not items:
             return {}, None
-        batch = {k: np.stack([item[k] for item in items]) for k in items[0]}
+        batch = stack_items(items)
         return batch, np.concatenate(priorities)
 
     def take_sent(self) -> tuple[dict[str, np.ndarray], np.ndarray | None, list[Episode], int]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from shoal.replay.frames import FrameStorage
+from shoal.replay.items import stack_items
 from shoal.replay.samplers import PrioritizedSampler, UniformSampler
 from shoal.replay.storage import RingStorage
 
@@ -291,7 +292,7 @@ class ReplayBuffer:
                     f"transition {position} keys must be exactly {sorted(fields)}; "
                     f"missing {missing}, unknown {unknown}"
                 )
-        batch = {name: np.stack([np.asarray(t[name]) for t in transitions]) for name in fields}
+        batch = stack_items(transitions, fields)
         indices = self._storage.add_batch(batch)
         self._sampler.on_add(indices, values)
 

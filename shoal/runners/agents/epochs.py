@@ -29,6 +29,7 @@ from shoal.envs.parallel import (
 )
 from shoal.envs.social_metrics import EpisodeMetrics
 from shoal.recipes import recipe_for
+from shoal.replay.items import stack_items
 from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = [
@@ -126,7 +127,7 @@ class EpochPlayer:
             obs, turns = nxt, turns + 1
             if each_turn is not None:
                 each_turn()
-        transitions = [_stack(items) if items else None for items in kept]
+        transitions = [stack_items(items) if items else None for items in kept]
         return EpochResult(returns, turns, metrics.result(), transitions)
 
 
@@ -175,11 +176,6 @@ def greedy_returns(
                 del live[world]
                 begin(world)
     return returns.sum(axis=1)
-
-
-def _stack(items: list[dict[str, Any]]) -> dict[str, np.ndarray]:
-    """A list of transitions as one array per field."""
-    return {name: np.stack([np.asarray(t[name]) for t in items]) for name in items[0]}
 
 
 def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPlayer:
