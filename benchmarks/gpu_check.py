@@ -131,9 +131,8 @@ def shoal_learner(preset: str, device: str, mode: str) -> tuple[Any, Any, Any]:
     recipe = recipe_for(cfg)
     torch.manual_seed(0)
     learner = recipe.make_learner(cfg, spec)
-    line = learner.set_compile(mode)
+    learner.set_compile(mode)
     sample = synthetic_sample(recipe.replay_fields(cfg, spec), cfg.dqn.batch_size, spec.n_actions)
-    learner.update_line = line
     return learner, learner.make_batch(sample), sample
 
 

@@ -105,7 +105,6 @@ def compile_loss(loss: Callable[..., Any], notes: list[str]) -> Callable[..., An
             notes.append(f"update: eager, torch.compile failed ({_first_line(e)})")
             return loss(*args)
 
-    call.__wrapped__ = loss  # type: ignore[attr-defined]  # set_compile unwraps it
     return call
 
 

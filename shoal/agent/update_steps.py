@@ -76,6 +76,9 @@ class UpdateSteps:
         """Lines for the run's output about how updates run (a fallback to eager, why)."""
         self.compile_mode = "off"
         """How :meth:`update` runs: 'off' (eager), 'compile' or 'graph'."""
+        self.update_line = "update eager"
+        """How updates run, as the run's first line says it (:meth:`set_compile`)."""
+        self._eager_loss = loss
         self._loss_fn: Loss = loss
         self._run_update: Callable[[Any], tuple[torch.Tensor, torch.Tensor]] = self.update_body
 
@@ -151,9 +154,7 @@ class UpdateSteps:
         else:
             resolved, why = resolve_compile(mode, self.device)
         self.compile_mode = resolved
-        base = self._loss_fn.__wrapped__ if hasattr(self._loss_fn, "__wrapped__") else None
-        self._loss_fn = base or self._loss_fn
-        self._run_update = self.update_body
+        self._loss_fn, self._run_update = self._eager_loss, self.update_body
         if resolved == "compile":
             self._loss_fn = compile_loss(self._loss_fn, self.notes)
         elif resolved == "graph":
@@ -161,7 +162,8 @@ class UpdateSteps:
             self.notes.extend(graphed.notes)
             graphed.notes = self.notes
             self._run_update = graphed
-        return f"update {SHOWN[resolved]}" + (f", {why}" if why else "")
+        self.update_line = f"update {SHOWN[resolved]}" + (f", {why}" if why else "")
+        return self.update_line
 
     def state_tensors(self) -> list[torch.Tensor]:
         """Every tensor an update writes: weights, targets and the optimizer's state."""

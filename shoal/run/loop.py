@@ -311,7 +311,7 @@ class RunLoop:
         try:
             runner.start()
             reclaim_preemption_signals()  # a runner's library may have taken them (Ray)
-            line = getattr(runner, "update_line", "")
+            line = runner.update_line
             described = f"{self.title} · {line}" if line else self.title
             with TrainProgress(r.total_steps, enabled=r.progress, description=described) as bar:
                 self._training = True

@@ -58,7 +58,7 @@ class DQNRunner(Runner):
                 f"{type(learner).__name__}, not a shoal.agent.learner.Learner; build it as "
                 "Learner(network, loss, cfg.dqn) (or a subclass) with your own loss"
             )
-        learner.update_line = learner.set_compile(cls.compile_mode(cfg))  # type: ignore[attr-defined]
+        learner.set_compile(cls.compile_mode(cfg))
         return learner
 
     @classmethod
@@ -91,7 +91,7 @@ class DQNRunner(Runner):
         self.learner = self.make_learner(cfg, self.spec)
         self.replay: Any = self.make_replay(cfg, self.spec)
         _check_memory(cfg, self._replay_bytes())
-        self.update_line = getattr(self.learner, "update_line", "")
+        self.update_line = self.learner.update_line
         self.priorities = LatePriorities.for_device(self._set_priorities, self.learner.device)
         """New priorities one update late on a GPU (no wait on the host), at once on a CPU."""
         self._prefetch = self.learner.device.type == "cuda"
@@ -151,6 +151,7 @@ class DQNRunner(Runner):
         return sample["indices"], self.learner.make_batch(sample)
 
     def _set_priorities(self, indices: Any, td_errors: np.ndarray) -> None:
+        # self.replay looked up at each call: the threads runner wraps it after __init__
         self.replay.update_priorities(indices, td_errors)
 
     def update_sources(self) -> list[Any]:

@@ -135,20 +135,7 @@ def test_the_stacked_agents_update_graphed_and_compiled_is_the_eager_one():
     stacked = StackedLearner([DQN(4, 3, cfg, device="cpu") for _ in range(4)])
     batches = []
     for _ in range(UPDATES):
-        parts = [
-            Batch.from_numpy(
-                {
-                    "obs": rng.normal(size=(8, 4)).astype(np.float32),
-                    "action": rng.integers(3, size=8),
-                    "reward": rng.normal(size=8).astype(np.float32),
-                    "next_obs": rng.normal(size=(8, 4)).astype(np.float32),
-                    "discount": np.full(8, 0.9, np.float32),
-                },
-                "cpu",
-            )
-            for _ in range(4)
-        ]
-        batches.append(stack_batches(parts))
+        batches.append(stack_batches([random_batch(rng, 3) for _ in range(4)]))
 
     def run(learner):
         for b in batches:
@@ -169,20 +156,21 @@ def dqn_and_batches(n=10, seed=0):
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     learner = DQN(4, 2, DQNConfig(hidden=[16], target_period=3), device="cpu")
-    batches = [
-        Batch.from_numpy(
-            {
-                "obs": rng.normal(size=(8, 4)).astype(np.float32),
-                "action": rng.integers(2, size=8),
-                "reward": rng.normal(size=8).astype(np.float32),
-                "next_obs": rng.normal(size=(8, 4)).astype(np.float32),
-                "discount": np.full(8, 0.9, np.float32),
-            },
-            "cpu",
-        )
-        for _ in range(n)
-    ]
-    return learner, batches
+    return learner, [random_batch(rng, 2) for _ in range(n)]
+
+
+def random_batch(rng: np.random.Generator, n_actions: int, size: int = 8) -> Batch:
+    """A batch of ``size`` random transitions of a 4-float observation."""
+    return Batch.from_numpy(
+        {
+            "obs": rng.normal(size=(size, 4)).astype(np.float32),
+            "action": rng.integers(n_actions, size=size),
+            "reward": rng.normal(size=size).astype(np.float32),
+            "next_obs": rng.normal(size=(size, 4)).astype(np.float32),
+            "discount": np.full(size, 0.9, np.float32),
+        },
+        "cpu",
+    )
 
 
 def test_a_stale_capture_falls_back_to_eager_with_a_line_and_the_same_result():
