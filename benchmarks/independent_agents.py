@@ -96,7 +96,8 @@ from shoal.agent.stacked import StackedActor, StackedLearner, StackedLossInfo, s
 from shoal.config import DQNConfig, load_config
 from shoal.replay import ReplayBuffer, StackedReplay
 from shoal.run.directory import RunDir
-from shoal.run.loop import Collected, RunLoop
+from shoal.run.loop import RunLoop
+from shoal.run.runner import Collected
 from shoal.runners.agents import AgentsRunner
 from shoal.sync.workers import SPAWN
 

@@ -35,7 +35,7 @@ _LAZY = {
     "ShoalError": "shoal.errors",
     "TrainResult": "shoal.api",
     "evaluate_run": "shoal.api",
-    "load_policy": "shoal.run.policy",
+    "load_policy": "shoal.policy",
     "play_run": "shoal.api",
     "plot": "shoal.api",
     "train": "shoal.api",

@@ -603,8 +603,8 @@ def _workers_override(args: argparse.Namespace, overrides: list[str]) -> str:
 def _export(args: argparse.Namespace) -> int:
     import torch
 
+    from shoal.policy import load_policy
     from shoal.run.files import atomic_write
-    from shoal.run.policy import load_policy
 
     out = Path(args.out)
     if out.is_dir():

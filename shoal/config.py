@@ -229,6 +229,10 @@ class ReplayConfig:
     """Sampling calls over which beta anneals."""
 
 
+APEX_SPREAD = 7.0
+"""Ape-X's exploration spread exponent (Horgan et al. 2018)."""
+
+
 @dataclass
 class ExploreConfig:
     """Epsilon-greedy exploration."""
@@ -246,6 +250,18 @@ class ExploreConfig:
     mean weights). Needs eps_start = eps_end = 0."""
     noisy_sigma: float = param(0.5, gt=0.0, le=10.0)
     """The noise's initial scale, sigma0 (each layer starts at sigma0 / sqrt(inputs))."""
+    spread: float | None = param(None, ge=0.0, le=100.0)
+    """Ape-X's exploration spread over every env of the run (every worker's, actor's or
+    world's): env i of N explores at eps ** (1 + spread * i / (N - 1)); 0: all at eps.
+    None: 7 (Ape-X's) on the ray runner and over MAPF's worlds, 0 elsewhere. At most 100,
+    where the last envs' epsilon is 0 in all but name. (Before config_version 3:
+    processes.eps_spread, ray.eps_alpha and mapf.eps_alpha.)"""
+
+    def spread_for(self, cfg: Any) -> float:
+        """The spread a run of ``cfg`` explores with (:attr:`spread` resolved)."""
+        if self.spread is not None:
+            return self.spread
+        return APEX_SPREAD if cfg.run.runner == "ray" or cfg.run.recipe == "mapf" else 0.0
 
     def check(self, cfg: Any) -> None:
         """Noisy layers explore in place of epsilon, on shoal's own networks."""
@@ -682,6 +698,11 @@ def _apply(cfg: Config, data: Mapping[str, Any], source: str) -> None:
         obj = getattr(cfg, name)
         keys = {f.name for f in dataclasses.fields(obj)}
         for key, value in values.items():
+            if f"{name}.{key}" in RENAMED_KEYS:
+                raise ConfigError(
+                    f"{source}: config key {_show(f'{name}.{key}')} is now "
+                    f"{RENAMED_KEYS[f'{name}.{key}'][0]!r} (one key for every runner)"
+                )
             if key not in keys:
                 raise ConfigError(
                     f"{source}: unknown config key {_show(f'{name}.{key}')}; keys of [{name}]: "
@@ -701,6 +722,8 @@ def _apply_file(cfg: Config, path: Path, source: str, chain: tuple[Path, ...]) -
             f"{source}: 'config_version' is {_show(version)}; allowed: 1 to {CONFIG_VERSION} "
             "(a config saved by a newer shoal?)"
         )
+    if version < 3:
+        _move_spread(data)
     base = data.pop("extends", None)
     if base is not None:
         if not isinstance(base, str) or not base:
@@ -875,11 +898,38 @@ def load_config(
     return cfg.validate()
 
 
-CONFIG_VERSION = 2
+CONFIG_VERSION = 3
 """The defaults a saved run config was written under (its top-level ``config_version``;
 none: 1). A run's config holds every key, so a default changed since reads there like a
 choice; a section lists such changes in ``CHANGED_DEFAULTS`` and :func:`load_run_config`
-reads an older run's old default as today's. 2: ``mapf.shield_guide`` 0 -> 3."""
+reads an older run's old default as today's. 2: ``mapf.shield_guide`` 0 -> 3. 3: the Ape-X
+spread's three keys are one, ``explore.spread`` (:data:`RENAMED_KEYS`)."""
+
+RENAMED_KEYS = {
+    "processes.eps_spread": ("explore.spread", 0.0),
+    "ray.eps_alpha": ("explore.spread", 7.0),
+    "mapf.eps_alpha": ("explore.spread", 7.0),
+}
+"""Keys gone in config_version 3 -> (the key that holds their value now, their default)."""
+
+
+def _move_spread(data: dict[str, Any]) -> None:
+    """A config written before version 3: the one old spread key the run read (the MAPF
+    recipe's, or its runner's) moves to ``explore.spread`` where the run chose a value
+    other than that key's default (the default reads as ``explore.spread``'s None, which
+    resolves to the same); the keys it did not read had no effect and are dropped."""
+    run = data.get("run") if isinstance(data.get("run"), Mapping) else {}
+    mapf = run.get("recipe") == "mapf"
+    for old, (new, default) in RENAMED_KEYS.items():
+        section, key = old.split(".")
+        values = data.get(section)
+        if not isinstance(values, dict) or key not in values:
+            continue
+        value = values.pop(key)
+        read = mapf if section == "mapf" else (not mapf and run.get("runner") == section)
+        if read and value != default:
+            new_section, new_key = new.split(".")
+            data.setdefault(new_section, {})[new_key] = value
 
 
 def save_config(cfg: Any, path: Path, *, section: str | None = None) -> None:

@@ -147,3 +147,88 @@ def test_one_acting_component_one_spread_and_no_domain_in_the_runners() -> None:
         if b.startswith(("shoal.mapf", "shoal.games"))
     ]
     assert into_domains == []
+
+
+CONTRACT_USERS = ("shoal/runners", "shoal/run", "shoal/bench", "shoal/tune", "shoal/policy.py")
+"""Where a recipe or an acting is used through its contract: the runners, the run loop,
+the bench, the tuner and load_policy."""
+
+
+def contract_uses(path: Path) -> list[tuple[str, str, int]]:
+    """(which contract, member, line) of every ``recipe.X``, ``recipe_for(cfg).X``,
+    ``*.traits.X`` and ``acting.X`` in ``path``."""
+    uses = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value
+        name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+        if isinstance(owner, ast.Call) and getattr(owner.func, "id", None) == "recipe_for":
+            name = "recipe"
+        if name in ("recipe", "acting", "traits"):
+            uses.append((name, node.attr, node.lineno))
+    return uses
+
+
+def test_runners_ask_a_recipe_and_an_acting_only_what_their_contracts_declare() -> None:
+    import dataclasses
+
+    from shoal.agent.acting import ACTING_MEMBERS
+    from shoal.recipes.contract import RECIPE_MEMBERS, RecipeTraits
+
+    declared = {
+        "recipe": set(RECIPE_MEMBERS),
+        "acting": set(ACTING_MEMBERS),
+        "traits": {f.name for f in dataclasses.fields(RecipeTraits)} | {"min_replay"},
+    }
+    undeclared = []
+    for where in CONTRACT_USERS:
+        paths = (
+            [ROOT.parent / where] if where.endswith(".py") else (ROOT.parent / where).rglob("*.py")
+        )
+        for path in paths:
+            for contract, member, line in contract_uses(path):
+                if member not in declared[contract]:
+                    undeclared.append(f"{path.relative_to(ROOT.parent)}:{line} {contract}.{member}")
+    assert undeclared == []
+
+
+def test_every_recipe_implements_the_contract_with_named_arguments_only() -> None:
+    """Every registered recipe has each member the contract declares, and none of its
+    methods takes ``**kwargs`` (a runner's request would vanish in it)."""
+    import inspect
+
+    from shoal.agent.acting import Acting
+    from shoal.recipes import RECIPES, load_recipe
+    from shoal.recipes.contract import Recipe, RecipeTraits
+
+    assert {"dqn", "iqn", "r2d2", "c51", "hybrid", "mapf"} <= set(RECIPES)
+    for name in list(RECIPES):
+        cls = load_recipe(name)
+        assert isinstance(cls(), Recipe), name
+        assert isinstance(cls.traits, RecipeTraits), name
+        for member, fn in inspect.getmembers(cls, inspect.isfunction):
+            kinds = {p.kind for p in inspect.signature(fn).parameters.values()}
+            assert inspect.Parameter.VAR_KEYWORD not in kinds, f"{name}.{member} takes **kwargs"
+    from shoal.agent.acting import TransitionActing
+    from shoal.agent.sequence_acting import SequenceActing
+    from shoal.mapf.recipe import MapfActing
+
+    for acting in (TransitionActing, SequenceActing, MapfActing):
+        missing = [m for m in Acting.__dict__ if not m.startswith("_") and not hasattr(acting, m)]
+        assert missing == [], (acting.__name__, missing)
+
+
+def test_the_architecture_doc_lists_the_contracts_members() -> None:
+    """docs/ARCHITECTURE.md's Recipe and Acting paragraphs name every member the Protocols
+    declare, and no other."""
+    import re
+
+    from shoal.agent.acting import ACTING_MEMBERS
+    from shoal.recipes.contract import RECIPE_MEMBERS
+
+    doc = (ROOT.parent / "docs" / "ARCHITECTURE.md").read_text()
+    for title, members in (("Recipe", RECIPE_MEMBERS), ("Acting", ACTING_MEMBERS)):
+        paragraph = doc.split(f"- **{title}** (")[1].split("\n- **")[0]
+        listed = paragraph.split("Members: ")[1].split(".")[0]
+        assert set(re.findall(r"`(\w+)`", listed)) == set(members), title

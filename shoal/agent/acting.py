@@ -2,8 +2,9 @@
 their steps into replay items, as every runner plays them.
 
 The serial runner, the threads runner's acting thread, each rollout worker process and
-each Ray actor wrap one :class:`Acting` and differ only in where its items go and when its
-actor pulls weights. It holds:
+each Ray actor wrap one :class:`Acting` (the contract, declared here; ``tests/test_layout.py``
+keeps runners to it) and differ only in where its items go and when its actor pulls
+weights. :class:`TransitionActing`, the one most recipes make, holds:
 
 - a :class:`~shoal.agent.batch_actor.BatchActor` (one batched forward and one vector step
   for all envs, per-env episodes and seeds, exactly re-playable checkpoints);
@@ -19,17 +20,28 @@ actor pulls weights. It holds:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
-from shoal.agent.batch_actor import BatchActor, Finished, Steps
+from shoal.agent.batch_actor import BatchActor, Steps
 from shoal.agent.episodes import EpisodeRecorder
 from shoal.agent.schedules import actor_epsilon
+from shoal.replay.items import concat_items
 from shoal.replay.nstep import BatchNStepWriter
 
-__all__ = ["WRITERS", "Acting", "BatchActing", "Pulling", "spread_epsilons"]
+__all__ = [
+    "ACTING_MEMBERS",
+    "WRITERS",
+    "Acting",
+    "BatchActing",
+    "Pulling",
+    "Sent",
+    "Taken",
+    "TransitionActing",
+    "spread_epsilons",
+]
 
 WRITERS = ("stream", "episodes")
 """How an acting's steps become replay items (see the module docstring)."""
@@ -39,6 +51,102 @@ def spread_epsilons(base: float, first: int, total: int, alpha: float, n: int) -
     """Ape-X's exploration of envs ``first .. first + n - 1`` of ``total``: env ``j``
     explores at ``base ** (1 + alpha * j / (total - 1))`` (alpha 0: every env at ``base``)."""
     return np.array([actor_epsilon(base, first + i, total, alpha) for i in range(n)])
+
+
+class Taken(NamedTuple):
+    """Items an acting completed, one array per field (empty: none), and their initial
+    priorities (None: replay gives them its largest, or the recipe computes them)."""
+
+    items: dict[str, np.ndarray]
+    priorities: np.ndarray | None = None
+
+
+class Sent(NamedTuple):
+    """What a worker or Ray actor sends the learner in one message: the whole episodes'
+    items and priorities, the episodes finished, and the env steps they took."""
+
+    items: dict[str, np.ndarray]
+    priorities: np.ndarray | None
+    ended: Sequence[Any]
+    steps: int
+
+
+@runtime_checkable
+class Acting(Protocol):
+    """What every runner asks of an acting (a recipe's :meth:`make_acting`): one
+    collection point's envs or worlds, their exploration and the writer of their items.
+
+    ``step`` returns the collection it made: ``count`` env steps and the episodes
+    ``finished`` (each as the recipe's tasks read them)."""
+
+    since_pull: int
+    """Env steps since the actor last looked for newer weights."""
+
+    @property
+    def num_envs(self) -> int:
+        """Envs (or worlds) stepped side by side."""
+        ...
+
+    @property
+    def ended(self) -> int:
+        """Whole episodes waiting for :meth:`take_sent`."""
+        ...
+
+    @property
+    def in_progress(self) -> int:
+        """Env steps of the episodes still running."""
+        ...
+
+    def explore(self, base: float) -> None:
+        """Set each env's epsilon from ``base`` (Ape-X's spread as the acting was placed)."""
+        ...
+
+    def pull(self) -> bool:
+        """Pull newer weights, if any (and explore at the epsilon published with them)."""
+        ...
+
+    def configure(self, *tasks: Any) -> None:
+        """What the recipe's tasks say of the next episodes (MAPF: the stages open)."""
+        ...
+
+    def step(self) -> Any:
+        """One step of every env: its ``count`` of env steps and the episodes ``finished``."""
+        ...
+
+    def play(self, steps: int, pull_every: int) -> int:
+        """At least ``steps`` env steps, newer weights every ``pull_every``; steps taken."""
+        ...
+
+    def take(self) -> Taken:
+        """Items completed since the last take (a ``"stream"`` acting's)."""
+        ...
+
+    def take_sent(self) -> Sent:
+        """What an ``"episodes"`` acting sends (see :class:`Sent`)."""
+        ...
+
+    def flush(self) -> Taken:
+        """End every running episode as a truncation; the items that closes."""
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the running episodes."""
+        ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> Taken:
+        """Restore; items of episodes that cannot be re-created end here."""
+        ...
+
+    def close(self) -> None:
+        """Release the envs; safe to call twice."""
+        ...
+
+
+ACTING_MEMBERS: tuple[str, ...] = (
+    *(name for name in Acting.__dict__ if not name.startswith("_")),
+    "since_pull",
+)
+"""Every member :class:`Acting` declares."""
 
 
 class Pulling:
@@ -137,7 +245,7 @@ class BatchActing(Pulling):
         self.batch.close()
 
 
-class Acting(BatchActing):
+class TransitionActing(BatchActing):
     """Plays ``actor`` on ``envs`` and writes n-step transitions: :class:`BatchActing`'s
     arguments, and
 
@@ -187,27 +295,27 @@ class Acting(BatchActing):
         """Whole episodes waiting in an ``"episodes"`` writer."""
         return len(self.recorder) if self.recorder is not None else 0
 
-    def take(self) -> tuple[dict[str, np.ndarray], None]:
+    def take(self) -> Taken:
         """The items a ``"stream"`` writer completed since the last take, one array per
         field (empty: none), and no priorities (replay gives new items its largest)."""
         items, self._items = self._items, []
         if not items:
-            return {}, None
+            return Taken({})
         if len(items) == 1:
-            return items[0], None
-        return {name: np.concatenate([i[name] for i in items]) for name in items[0]}, None
+            return Taken(items[0])
+        return Taken(concat_items(items))
 
-    def take_sent(self) -> tuple[dict[str, np.ndarray], None, list[Finished], int]:
+    def take_sent(self) -> Sent:
         """What an actor sends (an ``"episodes"`` writer's): the whole episodes' n-step
         transitions, no priorities (the recipe's :meth:`initial_priorities`, or replay's
         largest, give them), the episodes, and their env steps."""
         assert self.recorder is not None, "take_sent needs the 'episodes' writer"
         sent = self.recorder.take()
         if sent is None:
-            return {}, None, [], 0
-        return sent.items, None, sent.ended, sum(end.length for end in sent.ended)
+            return Sent({}, None, [], 0)
+        return Sent(sent.items, None, sent.ended, sum(end.length for end in sent.ended))
 
-    def flush(self) -> tuple[dict[str, np.ndarray], None]:
+    def flush(self) -> Taken:
         """End every running episode here as a truncation (a run cut mid-episode): the
         open n-step windows close, bootstrapping from the last observation, and the next
         step begins new episodes from the next seeds."""
@@ -215,9 +323,9 @@ class Acting(BatchActing):
         if self.stream is not None:
             closing = self.stream.flush()
             if closing:
-                items = closing if not items else _concat(items, closing)
+                items = closing if not items else concat_items([items, closing])
         self.batch.cut()
-        return items, None
+        return Taken(items)
 
     def state_dict(self) -> dict[str, Any]:
         """A checkpoint's entries: the envs' episodes (``acting``) and a stream writer's
@@ -227,19 +335,15 @@ class Acting(BatchActing):
             "nstep": None if self.stream is None else self.stream.state_dict(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> tuple[dict[str, np.ndarray], None]:
+    def load_state_dict(self, state: dict[str, Any]) -> Taken:
         """Restore from a checkpoint's entries; episodes that cannot be re-created end
         here (their items returned). A checkpoint from before batching, taken between
         episodes, holds only the reset count."""
         if "acting" not in state:
             self.batch.episodes[0] = int(state["resets"])
-            return {}, None
+            return Taken({})
         if self.stream is not None and state["nstep"] is not None:
             self.stream.load_state_dict(state["nstep"])  # it copies the arrays it keeps
         if self.batch.load_state_dict(state["acting"]):
-            return {}, None
-        return (self.stream.flush() if self.stream is not None else {}), None
-
-
-def _concat(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    return {name: np.concatenate([a[name], b[name]]) for name in a}
+            return Taken({})
+        return Taken(self.stream.flush() if self.stream is not None else {})

@@ -10,7 +10,6 @@ import torch
 from torch import nn
 
 from shoal.agent.actor import Actor, WeightSource
-from shoal.agent.hybrid import HybridActor, HybridDQN, make_hybrid_network
 from shoal.agent.learner import DQN, Learner
 from shoal.agent.network_factory import build_user_network
 from shoal.agent.networks import Params, make_q_network
@@ -33,41 +32,20 @@ __all__ = [
 
 
 def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
-    """The learner (double DQN, or hybrid DQN for (discrete, continuous) actions), its
-    weights initialised from the run seed (``seed=False``: from torch's generator as the
-    caller left it)."""
+    """The double-DQN learner, its weights initialised from the run seed (``seed=False``:
+    from torch's generator as the caller left it)."""
     if seed:
         torch.manual_seed(cfg.run.seed)
-    if spec.hybrid:
-        return HybridDQN(
-            spec.obs_dim,
-            spec.n_actions,
-            spec.action_dim,
-            cfg.dqn,
-            low=spec.action_low,
-            high=spec.action_high,
-            device=cfg.run.device,
-            network=build_q_network(cfg, spec),
-        )
     network = build_q_network(cfg, spec)
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
 
 
 def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
     """The Q-network of ``cfg``: the user's own (``dqn.network``) or the one ``dqn.hidden``,
-    ``dqn.dueling`` and ``dqn.encoder`` describe (with its continuous head on hybrid
-    actions); its weights drawn from torch's generator."""
+    ``dqn.dueling`` and ``dqn.encoder`` describe; its weights drawn from torch's
+    generator."""
     if cfg.dqn.network:
         return build_user_network(cfg.dqn.network, spec)
-    if spec.hybrid:
-        return make_hybrid_network(
-            cfg.dqn,
-            spec.obs_dim,
-            spec.n_actions,
-            spec.action_dim,
-            spec.action_low,
-            spec.action_high,
-        )
     return make_q_network(
         cfg.dqn,
         spec.obs_dim,
@@ -94,16 +72,13 @@ def build_actor(
     source: WeightSource | None = None,
     device: str | torch.device | None = None,
     network: Any = None,
-    kind: type[Actor] | None = None,
+    kind: type[Actor] = Actor,
 ) -> Actor:
     """An actor for ``spec``'s env acting with ``params`` (e.g. the learner's own) or with
     weights pulled from ``source``; it builds its own inference-only network unless given
-    one. ``kind``: the actor's class (default: DQN's, or the hybrid one)."""
+    one. ``kind``: the actor's class (default: DQN's)."""
     if network is None:
         network = build_network(cfg, spec)
-    if kind is None:
-        kind = HybridActor if spec.hybrid else Actor
-    box = {"low": spec.action_low, "high": spec.action_high} if spec.hybrid else {}
     return kind(
         network,
         params=params,
@@ -112,7 +87,6 @@ def build_actor(
         action_mask=cfg.dqn.action_mask,
         device=device,
         rng=rng,
-        **box,
     )
 
 
@@ -122,13 +96,11 @@ Fields = dict[str, tuple[tuple[int, ...], Any]]
 
 def transition_fields(spec: EnvSpec) -> Fields:
     """One n-step transition of ``spec``'s env: flat observations, float or, for images,
-    bytes (a quarter of the memory; the encoder scales them on the device); a hybrid
-    action is stored as ``action`` (discrete) and ``action_cont``."""
+    bytes (a quarter of the memory; the encoder scales them on the device)."""
     obs = ((spec.obs_dim,), np.uint8 if spec.image is not None else np.float32)
     return {
         "obs": obs,
         "action": ((), np.int64),
-        **({"action_cont": ((spec.action_dim,), np.float32)} if spec.hybrid else {}),
         "reward": ((), np.float32),
         "next_obs": obs,
         "discount": ((), np.float32),

@@ -13,13 +13,13 @@ steps, so a resumed serial run continues exactly.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from shoal.agent.acting import BatchActing
+from shoal.agent.acting import BatchActing, Sent, Taken
 from shoal.agent.actor import Actor
 from shoal.agent.batch_actor import Finished, Steps
 from shoal.agent.networks import apply_network
@@ -118,8 +118,9 @@ class SequenceActing(BatchActing):
         period: int,
         place: tuple[int, int] = (0, 1),
         alpha: float = 0.0,
+        on_reset: Callable[[int, Any], dict[str, float]] | None = None,
     ) -> None:
-        super().__init__(actor, envs, seeds, place=place, alpha=alpha)
+        super().__init__(actor, envs, seeds, place=place, alpha=alpha, on_reset=on_reset)
         n = self.batch.num_envs
         self.writers = [SequenceWriter(length, burn_in=burn_in, period=period) for _ in range(n)]
         self._items: list[dict[str, np.ndarray]] = []
@@ -144,27 +145,25 @@ class SequenceActing(BatchActing):
         self.since_pull += got.count
         return got
 
-    def take(self) -> tuple[dict[str, np.ndarray], None]:
+    def take(self) -> Taken:
         """The sequences completed since the last take, one array per field."""
         items, self._items = self._items, []
-        if not items:
-            return {}, None
-        return stack_items(items), None
+        return Taken(stack_items(items) if items else {})
 
-    def take_sent(self) -> tuple[dict[str, np.ndarray], None, list[Finished], int]:
+    def take_sent(self) -> Sent:
         """What a worker or Ray actor sends: the completed sequences, the episodes finished
         and their env steps (the steps of running episodes are counted as they end, as
-        :class:`~shoal.agent.acting.Acting`'s)."""
-        items, _ = self.take()
+        :class:`~shoal.agent.acting.TransitionActing`'s)."""
+        items = self.take().items
         ended, self._ended = self._ended, []
-        return items, None, ended, sum(end.length for end in ended)
+        return Sent(items, None, ended, sum(end.length for end in ended))
 
     @property
     def ended(self) -> int:
         """Episodes finished and not yet taken (:meth:`take_sent`)."""
         return len(self._ended)
 
-    def flush(self) -> tuple[dict[str, np.ndarray], None]:
+    def flush(self) -> Taken:
         """End every running episode here as a truncation: each writer's open sequences
         bootstrap from the last observation; the next step begins new episodes."""
         for writer in self.writers:
@@ -180,14 +179,14 @@ class SequenceActing(BatchActing):
             "writers": [w.state_dict() for w in self.writers],
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> tuple[dict[str, np.ndarray], None]:
+    def load_state_dict(self, state: dict[str, Any]) -> Taken:
         """Restore; episodes that cannot be re-created end here (their sequences
         returned)."""
         for writer, saved in zip(self.writers, state["writers"]):
             writer.load_state_dict(saved)
         if self.batch.load_state_dict(state["acting"]):
             self.actor.load_memories(state["memories"])
-            return {}, None
+            return Taken({})
         self.actor.load_memories(None)
         for writer in self.writers:
             self._items += writer.flush()

@@ -222,7 +222,7 @@ def _serial_timing(
     ratio = replay_ratio(cfg)
 
     def block(seconds: float) -> dict[str, float]:
-        acting = _acting(runner, collect, seconds / 6)
+        acted = _acting(runner, collect, seconds / 6)
         spent, steps = time_rounds(collect, runner.learn_steps, ratio, seconds / 6)
         learning = time_learning(
             lambda: runner.learn_steps(1),
@@ -234,7 +234,7 @@ def _serial_timing(
             side=side,
         )
         between = max(spent / steps - ratio * learning["update"], 1e-9)
-        return acting.timings() | learning | {"acting_between_updates": between}
+        return acted.timings() | learning | {"acting_between_updates": between}
 
     return block
 
@@ -353,7 +353,7 @@ def _message(runner: Any) -> tuple[float, float]:
     steps = 0
     while steps < 64:
         steps += acting.step().count
-    items, _ = acting.take()
+    items = acting.take().items
     rows = len(next(iter(items.values()))) if items else 0
     if rows == 0:
         return 0.0, 0.0

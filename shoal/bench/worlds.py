@@ -49,8 +49,8 @@ def measure_world_parts(
         collect = collector(runner, warm_up(runner, seconds * 0.1))
         samples, turns, epochs = [], 0, 0
         for _ in range(blocks):
-            acting, played = _acting(runner, collect, seconds * 0.3 / blocks)
-            turns, epochs = turns + acting.steps, epochs + played
+            acted, played = _acting(runner, collect, seconds * 0.3 / blocks)
+            turns, epochs = turns + acted.steps, epochs + played
             learning = time_learning(
                 lambda: runner.train_round(runner.group),
                 lambda: runner.updates,
@@ -58,7 +58,7 @@ def measure_world_parts(
                 _no_adds(runner),  # the sync runner's buffers have no lock
                 seconds * 0.6 / blocks,
             )
-            samples.append(acting.timings() | learning)
+            samples.append(acted.timings() | learning)
         weights, message, add = _transport(runner)
         device = runner.learners[0].device
         nbytes = sum(t.numel() * t.element_size() for t in runner.weights().values())
@@ -78,8 +78,8 @@ def _acting(runner: Any, collect: Callable[[int], int], seconds: float) -> tuple
         return collect(n)
 
     player = runner.player
-    acting = time_acting(counted, (player.env, "step"), (player.actor, "select_actions"), seconds)
-    return acting, epochs[0]
+    acted = time_acting(counted, (player.env, "step"), (player.actor, "select_actions"), seconds)
+    return acted, epochs[0]
 
 
 def _no_adds(runner: Any) -> Any:

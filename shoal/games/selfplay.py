@@ -154,10 +154,21 @@ class SelfPlayConfig:
 
     def check_env(self, cfg: Any) -> None:
         """The env has an opponent to replace (made once to see; at the runner's
-        preflight, not while the config is checked: reading a config imports nothing)."""
+        preflight, not while the config is checked: reading a config imports nothing),
+        and the recipe's network plays one observation at a time, as the pool's
+        snapshots are played."""
         if not self.enabled:
             return
         from shoal.envs import make_env
+        from shoal.recipes import recipe_for
+
+        if recipe_for(cfg).traits.recurrent:
+            raise ConfigError(
+                f"config key 'selfplay.enabled': the {cfg.run.recipe!r} recipe's network"
+                " carries a memory, and the opponent pool plays its snapshots one"
+                " observation at a time; self-play takes a memoryless recipe ('dqn',"
+                " 'iqn', 'c51')"
+            )
 
         env = make_env(cfg.env)
         try:

@@ -71,10 +71,6 @@ class MapfConfig:
     alone ranks the moves already."""
     envs: int = param(16, gt=0)
     """Worlds each player steps together (one batched forward for all their agents)."""
-    eps_alpha: float = param(7.0, ge=0.0, le=100.0)
-    """Ape-X's exploration exponent over all worlds of all players: world i of W explores
-    at ``epsilon ** (1 + eps_alpha * i / (W - 1))`` (0: every world at epsilon; at most 100,
-    as ray.eps_alpha)."""
     channels: int = param(16, gt=0)
     """Convolution channels of the encoder."""
     blocks: int = param(1, ge=0)

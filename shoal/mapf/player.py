@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.acting import spread_epsilons
 from shoal.agent.networks import Params
 from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
 from shoal.config import Config
@@ -46,7 +45,6 @@ __all__ = [
     "make_world",
     "play_greedy",
     "sequence_specs",
-    "world_epsilons",
 ]
 
 
@@ -83,14 +81,6 @@ def make_world(cfg: MapfConfig, stage: Stage) -> MapfEnv:
         max_steps=cfg.max_steps,
         stay_off_goal=cfg.stay_off_goal,
     )
-
-
-def world_epsilons(cfg: MapfConfig, base: float, first: int, total: int) -> list[float]:
-    """Ape-X's spread of exploration over worlds: world ``first + w`` of ``total`` explores
-    at ``base ** (1 + eps_alpha * index / (total - 1))``. The greedier worlds show the
-    states a near-greedy policy gets stuck in (a loop on a near-tie of Q-values), which a
-    uniform epsilon keeps breaking before the learner sees them."""
-    return spread_epsilons(base, first, total, cfg.eps_alpha, cfg.envs).tolist()
 
 
 def sequence_writer(cfg: MapfConfig) -> SequenceWriter:

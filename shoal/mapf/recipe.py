@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from shoal.agent.acting import Pulling, spread_epsilons
+from shoal.agent.acting import Pulling, Sent, Taken, spread_epsilons
 from shoal.agent.actor import Actor
 from shoal.agent.learner import Learner
 from shoal.config import Config
@@ -45,9 +45,10 @@ from shoal.mapf.player import (
     play_greedy,
     sequence_specs,
 )
-from shoal.recipes.dqn import DQNRecipe
+from shoal.recipes.base import ActionValueRecipe
+from shoal.recipes.contract import ActingRequest, RecipeTraits
 from shoal.replay.items import stack_items
-from shoal.run.loop import Collected
+from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = ["CurriculumTasks", "HeldOutEvaluator", "MapfActing", "MapfRecipe", "Stepped"]
@@ -61,21 +62,41 @@ class Stepped:
     finished: list[Episode]
 
 
-class MapfRecipe(DQNRecipe):
-    """Builds a MAPF agent's parts (see the module docstring); its actor is DQN's (an
-    inference copy of the network and its weights), the rest its own."""
+class MapfRecipe(ActionValueRecipe):
+    """Builds a MAPF agent's parts (see the module docstring); its actor is the shared
+    one (an inference copy of the network and its weights), the rest its own."""
 
-    runners = ("serial", "processes", "ray")
-    """The runners its acting reaches: the curriculum's stages travel with each Ray call
-    and through each rollout worker's pipe; the threads runner does not carry them yet."""
-    batches_envs = False
-    """Its acting steps ``mapf.envs`` worlds its own way (env.num_envs stays 1)."""
-    flush_on_finish = True
-    """A finished run's open sequences go to replay (the next run starts new episodes)."""
+    traits = RecipeTraits(
+        runners=("serial", "processes", "ray"),
+        batches_envs=False,
+        serves_after="batch",
+        flush_on_finish=True,
+        recurrent=True,
+    )
+    """The runners its acting reaches (the curriculum's stages travel with each Ray call
+    and through each rollout worker's pipe; the threads runner does not carry them yet);
+    ``mapf.envs`` worlds stepped its own way (env.num_envs stays 1); a batch of sequences
+    before the first update (no burst on the first few); a finished run's open sequences
+    go to replay (the next run starts new episodes); a memory per agent."""
 
-    def check(self, cfg: Config) -> None:
+    def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
+        """What ``shoal tune`` searches for MAPF by default: the learner's rate,
+        discount and batch, the ``[mapf]`` network's width and the sequence replay's
+        exploration; never ``dqn.hidden``, which its network does not read."""
+        steps = cfg.run.total_steps
+        return {
+            "dqn.lr": {"low": 1e-5, "high": 1e-3, "log": True},
+            "dqn.gamma": {"choices": [0.95, 0.98, 0.99]},
+            "dqn.batch_size": {"choices": [32, 64, 128]},
+            "dqn.target_period": {"low": 100, "high": max(200, min(10_000, steps)), "log": True},
+            "mapf.hidden": {"choices": [32, 64, 128]},
+            "mapf.channels": {"choices": [8, 16, 32]},
+            "explore.eps_end": {"low": 0.1, "high": 0.5},
+            "explore.spread": {"low": 0.0, "high": 10.0},
+        }
+
+    def check(self, cfg: Config, spec: EnvSpec) -> None:
         """A MAPF config (its env, its section's rules)."""
-        self.probe(cfg)
         if cfg.run.eval_epsilon > 0:
             raise ConfigError(
                 f"config key 'run.eval_epsilon': {cfg.run.eval_epsilon}; the mapf recipe"
@@ -88,11 +109,6 @@ class MapfRecipe(DQNRecipe):
             raise ConfigError(f"config key 'env.id': the mapf recipe needs {MAPF_ID!r}")
         m = cfg.extra["mapf"]
         return EnvSpec(obs_dim=JointLayout(m.max_agents, m.fov).size, n_actions=len(ACTIONS))
-
-    def min_replay(self, cfg: Config) -> int:
-        """Items replay holds before the first update (updates owed before are dropped: no
-        burst of updates on the first few sequences)."""
-        return cfg.dqn.batch_size
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> Learner:
         """The sequence learner on the ``[mapf]`` network."""
@@ -107,19 +123,14 @@ class MapfRecipe(DQNRecipe):
         return dict(sequence_specs(cfg.extra["mapf"]))
 
     def make_acting(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        actor: Actor,
-        seeds: tuple[int, ...],
-        *,
-        rng: np.random.Generator,
-        place: tuple[int, int] = (0, 1),
-        **_: Any,
+        self, cfg: Config, spec: EnvSpec, actor: Actor, request: ActingRequest
     ) -> MapfActing:
         """The worlds of one acting (the serial runner's, a rollout worker's, a Ray
-        actor's)."""
-        return MapfActing(cfg, actor, seeds, rng=rng, place=place)
+        actor's); their sequences go as they complete with either writer. Its worlds have
+        no episode start to hook (self-play is refused: its network has memory)."""
+        if request.on_reset is not None:
+            raise ConfigError("the mapf recipe's worlds take no reset hook (self-play)")
+        return MapfActing(cfg, actor, request)
 
     def make_tasks(self, cfg: Config) -> CurriculumTasks:
         """The curriculum."""
@@ -144,19 +155,13 @@ class MapfActing(Pulling):
     actor's network and weights; the acting contract of :class:`~shoal.agent.acting.Acting`
     (explore, pull, configure, step, take, flush, state)."""
 
-    def __init__(
-        self,
-        cfg: Config,
-        actor: Actor,
-        seeds: tuple[int, ...],
-        *,
-        rng: np.random.Generator,
-        place: tuple[int, int] = (0, 1),
-    ) -> None:
+    def __init__(self, cfg: Config, actor: Actor, request: ActingRequest) -> None:
         self.m = cfg.extra["mapf"]
         self.actor = actor
-        self.player = MapfPlayer(cfg, actor.network, seeds=seeds, rng=rng)
+        self.player = MapfPlayer(cfg, actor.network, seeds=request.seeds, rng=request.rng)
+        place = request.place
         self.first, self.total = place[0] * self.m.envs, place[1] * self.m.envs
+        self.spread = request.spread
         self.epsilons = np.ones(self.m.envs)
         self.stages: list[tuple[int, int]] = [(self.m.agents, self.m.size)]
         self.weights: list[float] | None = None
@@ -173,7 +178,7 @@ class MapfActing(Pulling):
 
     def explore(self, base: float) -> None:
         """Ape-X's spread of ``base`` over this acting's worlds among the run's."""
-        self.epsilons = spread_epsilons(base, self.first, self.total, self.m.eps_alpha, self.m.envs)
+        self.epsilons = spread_epsilons(base, self.first, self.total, self.spread, self.m.envs)
 
     def configure(self, stages: list[tuple[int, int]], weights: list[float] | None) -> None:
         """The stages new episodes are drawn from, with their shares."""
@@ -208,23 +213,22 @@ class MapfActing(Pulling):
         self.since_pull += got.steps
         return got
 
-    def take(self) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    def take(self) -> Taken:
         """The sequences completed since the last take (one array per field) and their
         initial priorities."""
         items, self._items = self._items, []
         priorities, self._priorities = self._priorities, []
         if not items:
-            return {}, None
-        batch = stack_items(items)
-        return batch, np.concatenate(priorities)
+            return Taken({})
+        return Taken(stack_items(items), np.concatenate(priorities))
 
-    def take_sent(self) -> tuple[dict[str, np.ndarray], np.ndarray | None, list[Episode], int]:
+    def take_sent(self) -> Sent:
         """What a Ray actor sends: the completed sequences, their priorities, the episodes
         finished and the world steps played since the last call."""
-        items, priorities = self.take()
+        taken = self.take()
         ended, self._ended = self._ended, []
         played, self._played = self._played, 0
-        return items, priorities, ended, played
+        return Sent(taken.items, taken.priorities, ended, played)
 
     @property
     def ended(self) -> int:
@@ -238,7 +242,7 @@ class MapfActing(Pulling):
             w.env.steps for w in self.player.worlds if w.env is not None and w.obs is not None
         )
 
-    def flush(self) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+    def flush(self) -> Taken:
         """Every world's open sequences, ended as truncations, with their priorities."""
         items = self.player.flush()
         if items:
@@ -253,11 +257,11 @@ class MapfActing(Pulling):
         """The worlds' episode counters (their running episodes are not re-created)."""
         return {"world_episodes": [w.episodes for w in self.player.worlds]}
 
-    def load_state_dict(self, state: dict[str, Any]) -> tuple[dict[str, np.ndarray], None]:
+    def load_state_dict(self, state: dict[str, Any]) -> Taken:
         """Restore; the cut episodes are not replayed (nothing to add)."""
         for world, episodes in zip(self.player.worlds, state["world_episodes"]):
             world.episodes = int(episodes) + 1
-        return {}, None
+        return Taken({})
 
 
 class CurriculumTasks:

@@ -1,6 +1,7 @@
-"""The config sections of shoal's recipes beyond DQN (``[iqn]``, ``[r2d2]``): light dataclasses, no
-torch, read only by runs that train the recipe (``run.recipe``). The settings a recipe
-shares with DQN (network, gamma, n-step, lr, batch, target) stay ``[dqn]``'s."""
+"""The config sections of shoal's recipes beyond DQN (``[iqn]``, ``[r2d2]``, ``[c51]``):
+light dataclasses, no torch, read only by runs that train the recipe (``run.recipe``). The
+settings a recipe shares with DQN (network, gamma, n-step, lr, batch, target) stay
+``[dqn]``'s."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from shoal.config import param
 from shoal.errors import ConfigError
 
-__all__ = ["IQNConfig", "R2D2Config"]
+__all__ = ["C51Config", "IQNConfig", "R2D2Config"]
 
 
 @dataclass
@@ -63,4 +64,25 @@ class R2D2Config:
             raise ConfigError(
                 f"config key 'r2d2.period': {self.period} leaves steps no sequence trains on;"
                 f" allowed: at most r2d2.length ({self.length})"
+            )
+
+
+@dataclass
+class C51Config:
+    """Categorical DQN (``run.recipe = "c51"``, Bellemare et al. 2017): the fixed support
+    of the return distribution each action's head predicts."""
+
+    n_atoms: int = param(51, ge=2, le=4096)
+    """Atoms of the support, evenly spaced from v_min to v_max (C51: 51)."""
+    v_min: float = param(-10.0, ge=-1e6, le=1e6)
+    """The smallest return the support holds (C51 on Atari's clipped rewards: -10)."""
+    v_max: float = param(10.0, ge=-1e6, le=1e6)
+    """The largest (C51: 10); returns beyond are projected onto the ends. CartPole's
+    discounted returns reach 1 / (1 - gamma): 100 at gamma 0.99."""
+
+    def check(self, cfg: Any) -> None:
+        """A support with room in it (only in a run that trains the recipe)."""
+        if cfg.run.recipe == "c51" and not self.v_min < self.v_max:
+            raise ConfigError(
+                f"config key 'c51.v_max': {self.v_max} must be larger than c51.v_min ({self.v_min})"
             )

@@ -1,101 +1,39 @@
 """The DQN recipe: double DQN with n-step returns, a dueling head, optional prioritized
-replay, on shoal's Q-network or the user's own (``dqn.network``); hybrid (discrete,
-continuous) action spaces get the hybrid head and learner.
+replay and noisy layers, on shoal's Q-network or the user's own (``dqn.network``).
 
-A recipe for another algorithm subclasses it and replaces the parts that differ (most
-often :meth:`DQNRecipe.make_learner`, with its own pure loss); the runners take whatever
-the recipe builds. A domain with parts of its own (MAPF: worlds of many agents, sequences,
-a curriculum, held-out instances) replaces the acting, the tasks and the evaluator too.
+A recipe for another algorithm subclasses it, or :class:`~shoal.recipes.base.ActionValueRecipe`,
+and replaces the parts that differ (most often :meth:`DQNRecipe.make_learner`, with its own
+pure loss); the runners take whatever the recipe builds, through the
+:class:`~shoal.recipes.contract.Recipe` contract.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
-from shoal.agent.acting import Acting
-from shoal.agent.actor import Actor
-from shoal.agent.builder import (
-    Fields,
-    build_actor,
-    build_learner,
-    build_network,
-    build_q_network,
-    transition_fields,
-)
+from shoal.agent.builder import build_learner, build_network, build_q_network
 from shoal.agent.learner import Learner
-from shoal.agent.networks import image_encoder, load_weights
-from shoal.agent.priorities import initial_priorities
 from shoal.config import Config
-from shoal.envs import EnvSpec, make_env, probe_env
-from shoal.envs.vector import check_engine, make_vector_env
-from shoal.errors import ConfigError
-from shoal.run.evaluation import evaluate
-from shoal.run.loop import Collected
+from shoal.envs import EnvSpec
+from shoal.recipes.base import ActionValueRecipe, value_search_space
 
-__all__ = ["DQNRecipe", "EpisodeRows", "GreedyEvaluator"]
-
-EVAL_ENVS = 32
-"""Most evaluation envs played side by side."""
+__all__ = ["DQNRecipe"]
 
 
-class DQNRecipe:
+class DQNRecipe(ActionValueRecipe):
     """Builds a DQN agent's parts from the config and the env's spaces."""
 
-    runners: tuple[str, ...] | None = None
-    """The runners it trains on (None: every one)."""
-    batches_envs = True
-    """Its acting steps ``env.num_envs`` envs on the ``env.vector`` engine."""
-    actor_type: type[Actor] | None = None
-    """The actor's class (None: DQN's, or the hybrid one for hybrid actions)."""
-    flush_on_finish = False
-    """A finished serial run keeps its running episodes and open n-step windows in the
-    checkpoint (an extended run continues them exactly)."""
-
     def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
-        """What ``shoal tune`` searches for this algorithm by default: config key ->
-        ``{low, high, log}`` or ``{choices}``, as a space file writes them. The ranges
-        follow rl-baselines3-zoo's DQN search in shoal's units (the target period in
-        updates; exploration in env steps of this run's budget; one replay ratio for its
-        train_freq and gradient_steps, at most an update per env step)."""
-        steps = cfg.run.total_steps
-        return {
-            "dqn.lr": {"low": 1e-5, "high": 3e-3, "log": True},
-            "dqn.gamma": {"choices": [0.95, 0.98, 0.99, 0.995, 0.999]},
-            "dqn.batch_size": {"choices": [32, 64, 128, 256, 512]},
-            "dqn.hidden": {"choices": [[64, 64], [128, 128], [256, 256], [400, 300]]},
-            "dqn.n_step": {"choices": [1, 3, 5]},
-            "dqn.target_period": {"low": 10, "high": max(20, min(10_000, steps)), "log": True},
-            "run.replay_ratio": {"choices": [0.0625, 0.125, 0.25, 0.5, 1.0]},
-            "explore.eps_end": {"low": 0.0, "high": 0.2},
-            "explore.eps_decay_steps": {
-                "low": max(1, steps // 100),
-                "high": max(2, steps // 2),
-                "log": True,
-            },
-        }
+        """What ``shoal tune`` searches for DQN by default (:func:`value_search_space`)."""
+        return value_search_space(cfg)
 
-    def check(self, cfg: Config) -> None:
-        """Make the env once to read it: a bad env id, an engine that cannot step it, an
-        encoder that cannot read its observations or a network factory that fails, before
-        any work."""
-        check_engine(cfg.env)
-        spec = self.probe(cfg)
-        image_encoder(cfg.dqn.encoder, spec.image)
-        if cfg.run.eval_epsilon > 0 and spec.hybrid:
-            raise ConfigError(
-                f"config key 'run.eval_epsilon': {cfg.run.eval_epsilon} draws random discrete"
-                f" actions, and env.id {cfg.env.id!r} has hybrid actions (leave it 0)"
-            )
-        if cfg.explore.noisy and spec.hybrid:
-            raise ConfigError(
-                f"config key 'explore.noisy': env.id {cfg.env.id!r} has hybrid actions, whose"
-                " network has no noisy layers (explore with epsilon)"
-            )
+    def check(self, cfg: Config, spec: EnvSpec) -> None:
+        """The shared checks (engine, encoder, discrete actions), and a network factory
+        that fails, before any work."""
+        super().check(cfg, spec)
         if cfg.dqn.network:  # imports, calls and probes the user's factory once
             with torch.random.fork_rng():
                 build_q_network(cfg, spec)
@@ -105,191 +43,11 @@ class DQNRecipe:
         of a run imports them by name)."""
         return {"dqn.network": cfg.dqn.network}
 
-    def probe(self, cfg: Config) -> EnvSpec:
-        """What the parts need to know of the env (made once to read it)."""
-        return probe_env(cfg.env)
-
-    def min_replay(self, cfg: Config) -> int:
-        """Items replay holds before updates are taken (owed updates before are dropped)."""
-        return 1
-
     def make_learner(self, cfg: Config, spec: EnvSpec) -> Learner:
-        """The learner (its network, target, optimizer and pure loss), weights drawn from
-        torch's generator (the caller seeds it)."""
+        """The double-DQN learner, weights drawn from torch's generator (the caller seeds
+        it)."""
         return build_learner(cfg, spec, seed=False)
 
     def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
         """An inference-only network of the learner's shape (actors that pull weights)."""
         return build_network(cfg, spec)
-
-    def make_actor(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        rng: np.random.Generator,
-        *,
-        params: Any = None,
-        source: Any = None,
-        network: nn.Module | None = None,
-        device: str | torch.device | None = None,
-    ) -> Actor:
-        """The batch actor acting with ``params`` or weights pulled from ``source``."""
-        if network is None:
-            network = self.make_network(cfg, spec)
-        return build_actor(
-            cfg,
-            spec,
-            rng,
-            params=params,
-            source=source,
-            network=network,
-            device=device,
-            kind=self.actor_type,
-        )
-
-    def learner_actor(self, cfg: Config, spec: EnvSpec, learner: Learner) -> Actor:
-        """An actor on ``learner``'s own live weights (serial acting, evaluation)."""
-        return self.make_actor(
-            cfg,
-            spec,
-            np.random.default_rng(0),
-            params=learner.params,
-            network=learner.online,
-            device=learner.device,
-        )
-
-    def replay_fields(self, cfg: Config, spec: EnvSpec) -> Fields:
-        """One replay item: an n-step transition."""
-        return transition_fields(spec)
-
-    def initial_priorities(
-        self, cfg: Config, actor: Actor, items: dict[str, np.ndarray]
-    ) -> np.ndarray:
-        """Ape-X's initial priorities of items an actor made: their ``|TD error|`` under
-        the actor's weights."""
-        return initial_priorities(
-            actor.network, actor.params, items, action_mask=cfg.dqn.action_mask
-        )
-
-    def make_acting(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        actor: Actor,
-        seeds: tuple[int, ...],
-        *,
-        env_seed: int,
-        writer: str,
-        place: tuple[int, int] = (0, 1),
-        alpha: float = 0.0,
-        on_reset: Any = None,
-        **_: Any,
-    ) -> Acting:
-        """``env.num_envs`` envs (the engine seeded with ``env_seed``) played by ``actor``,
-        their episodes seeded from ``seeds``, through ``writer``."""
-        envs = make_vector_env(cfg.env, cfg.env.num_envs, env_seed)
-        return Acting(
-            actor,
-            envs,
-            seeds,
-            writer=writer,
-            n_step=cfg.dqn.n_step,
-            gamma=cfg.dqn.gamma,
-            hybrid=spec.hybrid,
-            place=place,
-            alpha=alpha,
-            on_reset=on_reset,
-        )
-
-    def make_tasks(self, cfg: Config) -> EpisodeRows:
-        """Every episode is the env's own: nothing to choose, a row per episode."""
-        return EpisodeRows()
-
-    def make_evaluator(self, cfg: Config) -> GreedyEvaluator:
-        """Greedy returns on fresh envs."""
-        return GreedyEvaluator(cfg, self.eval_policy)
-
-    def eval_policy(self, actor: Actor, n: int) -> Any:
-        """What plays evaluation episodes on ``n`` envs side by side: the actor's greedy
-        actions (a recipe with memory gives a policy that keeps one per env)."""
-        return actor.greedy
-
-    def evaluate_checkpoint(
-        self, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
-    ) -> np.ndarray:
-        """Greedy returns of the checkpoint's online weights on fresh envs."""
-        spec = self.probe(cfg)
-        torch.manual_seed(cfg.run.seed)
-        learner = self.make_learner(cfg, spec)
-        load_weights(learner.online, state["learner"]["online"])
-        actor = self.learner_actor(cfg, spec, learner)
-        envs = [make_env(cfg.env, evaluation=True) for _ in range(min(episodes, EVAL_ENVS))]
-        try:
-            policy = self.eval_policy(actor, len(envs))
-            return evaluate(policy, envs, episodes, seed, cfg.run.eval_epsilon)
-        finally:
-            for env in envs:
-                env.close()
-
-
-class EpisodeRows:
-    """The learner's side of plain episodes: nothing to choose for the actings, a metrics
-    row per finished episode."""
-
-    key: str | None = None
-    """Where a checkpoint keeps its state (None: it has none)."""
-
-    def acting_args(self) -> tuple[Any, ...]:
-        """Nothing: every episode is the env's own."""
-        return ()
-
-    def collected(self, ended: list[Any], steps: int, side_by_side: bool = False) -> Collected:
-        """The loop's rows for finished episodes (each with ``ret`` and ``length``)."""
-        if not ended:
-            return Collected(steps)
-        return Collected(steps, [(e.ret, e.length) for e in ended], side_by_side=side_by_side)
-
-    def metrics(self) -> dict[str, float]:
-        """Nothing beyond the loop's own."""
-        return {}
-
-    def tick_metrics(self, replay_size: int) -> dict[str, float]:
-        """Nothing beyond the runner's own."""
-        return {}
-
-    def state_dict(self) -> dict[str, Any]:
-        """Nothing to keep."""
-        return {}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Nothing to restore."""
-
-
-class GreedyEvaluator:
-    """Greedy returns of ``run.eval_episodes`` episodes on evaluation envs made on first
-    use, played side by side (one batched forward per step)."""
-
-    def __init__(self, cfg: Config, policy: Any = None) -> None:
-        self.cfg = cfg
-        self.policy = policy if policy is not None else (lambda actor, n: actor.greedy)
-        """(actor, envs) -> what plays the episodes (the recipe's ``eval_policy``)."""
-        self._envs: list[Any] | None = None
-
-    def evaluate(self, actor: Actor, seed: int) -> np.ndarray:
-        """The returns; episode k starts from a seed derived from ``seed`` and k."""
-        episodes = self.cfg.run.episodes_per_eval()
-        if self._envs is None:
-            n = min(episodes, EVAL_ENVS)
-            self._envs = [make_env(self.cfg.env, evaluation=True) for _ in range(n)]
-        policy = self.policy(actor, len(self._envs))
-        return evaluate(policy, self._envs, episodes, seed, self.cfg.run.eval_epsilon)
-
-    def metrics(self) -> dict[str, float]:
-        """Nothing beyond the returns."""
-        return {}
-
-    def close(self) -> None:
-        """Close the evaluation envs; safe to call twice."""
-        for env in self._envs or ():
-            env.close()
-        self._envs = None

@@ -20,7 +20,7 @@ from shoal.agent.quantile import IQNLearner, QuantileNetwork
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
-from shoal.recipes.dqn import DQNRecipe
+from shoal.recipes.base import ActionValueRecipe, value_search_space
 
 __all__ = ["TORSO_KEY", "IQNRecipe", "make_quantile_network"]
 
@@ -54,7 +54,7 @@ def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
     )
 
 
-class IQNRecipe(DQNRecipe):
+class IQNRecipe(ActionValueRecipe):
     """Builds an IQN agent's parts: its quantile network and learner; the rest is DQN's.
     It trains on every runner; K stacked IQN agents (the agents runner) each draw their
     own fractions."""
@@ -62,13 +62,13 @@ class IQNRecipe(DQNRecipe):
     def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
         """DQN's search space and the number of fractions the loss draws."""
         return {
-            **super().search_space(cfg),
+            **value_search_space(cfg),
             "iqn.n_quantiles": {"choices": [8, 16, 32, 64]},
             "iqn.n_target_quantiles": {"choices": [8, 16, 32, 64]},
         }
 
-    def check(self, cfg: Config) -> None:
-        """DQN's checks, and what IQN cannot take: actions with a continuous part, a whole
+    def check(self, cfg: Config, spec: EnvSpec) -> None:
+        """The shared checks (discrete actions), and what IQN cannot take: a whole
         Q-network of the user's (``iqn.torso`` takes their torso); a torso factory that
         fails is one line naming ``iqn.torso``."""
         if cfg.dqn.network:
@@ -77,13 +77,7 @@ class IQNRecipe(DQNRecipe):
                 f" Q-values {cfg.dqn.network!r} gives; name your torso as iqn.torso instead"
                 " (leave dqn.network empty)"
             )
-        super().check(cfg)
-        spec = self.probe(cfg)
-        if spec.hybrid:
-            raise ConfigError(
-                f"config key 'run.recipe': 'iqn' learns quantiles of discrete actions; env.id"
-                f" {cfg.env.id!r} has actions with a continuous part (use 'dqn')"
-            )
+        super().check(cfg, spec)
         if cfg.iqn.torso:
             with torch.random.fork_rng():
                 make_quantile_network(cfg, spec)

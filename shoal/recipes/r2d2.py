@@ -21,7 +21,8 @@ from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ConfigError
-from shoal.recipes.dqn import DQNRecipe
+from shoal.recipes.base import ActionValueRecipe, value_search_space
+from shoal.recipes.contract import ActingRequest, RecipeTraits
 from shoal.replay.sequence import SequenceWriter
 
 __all__ = ["R2D2Recipe", "make_recurrent_network"]
@@ -36,19 +37,30 @@ def make_recurrent_network(cfg: Config, spec: EnvSpec) -> RecurrentQNetwork:
     )
 
 
-class R2D2Recipe(DQNRecipe):
+class R2D2Recipe(ActionValueRecipe):
     """Builds an R2D2 agent's parts: its recurrent network, sequence learner, recurrent
     actor, sequence acting, sequence replay items and their priorities, and evaluation
     with memory."""
 
-    runners = ("serial", "threads", "processes", "ray")
-    """Single-agent envs on the DQN runners (stacked recurrent agents are not written)."""
+    traits = RecipeTraits(
+        runners=("serial", "threads", "processes", "ray"), serves_after="batch", recurrent=True
+    )
+    """Single-agent envs on the DQN runners (stacked recurrent agents are not written); a
+    batch of sequences before the first update; a memory per env."""
     actor_type = RecurrentActor
     """One memory per env."""
 
-    def check(self, cfg: Config) -> None:
-        """DQN's checks, and what R2D2 cannot take: actions with a continuous part, a
-        network of the user's own, noisy layers, an engine that resets envs itself."""
+    def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
+        """DQN's search space and the memory's size and cell."""
+        return {
+            **value_search_space(cfg),
+            "r2d2.state_dim": {"choices": [32, 64, 128]},
+            "r2d2.cell": {"choices": ["lstm", "gru"]},
+        }
+
+    def check(self, cfg: Config, spec: EnvSpec) -> None:
+        """The shared checks (discrete actions), and what R2D2 cannot take: a network of
+        the user's own, noisy layers, an engine that resets envs itself."""
         if cfg.dqn.network:
             raise ConfigError(
                 "config key 'dqn.network': the 'r2d2' recipe builds its recurrent network"
@@ -64,16 +76,7 @@ class R2D2Recipe(DQNRecipe):
                 "config key 'env.vector': the 'r2d2' recipe resets each env's memory as its"
                 " episode begins, which envpool's own resets hide; use 'sync' or 'async'"
             )
-        super().check(cfg)
-        if self.probe(cfg).hybrid:
-            raise ConfigError(
-                f"config key 'run.recipe': 'r2d2' learns Q-values of discrete actions; env.id"
-                f" {cfg.env.id!r} has actions with a continuous part (use 'dqn')"
-            )
-
-    def min_replay(self, cfg: Config) -> int:
-        """A batch of sequences before the first update."""
-        return cfg.dqn.batch_size
+        super().check(cfg, spec)
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> SequenceDQN:
         """The sequence learner, its weights drawn from torch's generator (the caller
@@ -114,31 +117,24 @@ class R2D2Recipe(DQNRecipe):
         return priorities.cpu().numpy()
 
     def make_acting(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        actor: Actor,
-        seeds: tuple[int, ...],
-        *,
-        env_seed: int,
-        place: tuple[int, int] = (0, 1),
-        alpha: float = 0.0,
-        **_: Any,
+        self, cfg: Config, spec: EnvSpec, actor: Actor, request: ActingRequest
     ) -> SequenceActing:
         """``env.num_envs`` envs played by the recurrent actor, each env's steps cut into
-        sequences."""
+        sequences, which go as they complete with either writer (a sequence spans
+        episodes' ends, so there is no whole episode to wait for)."""
         r = cfg.r2d2
-        envs = make_vector_env(cfg.env, cfg.env.num_envs, env_seed)
+        envs = make_vector_env(cfg.env, cfg.env.num_envs, request.env_seed)
         assert isinstance(actor, RecurrentActor)
         return SequenceActing(
             actor,
             envs,
-            seeds,
+            request.seeds,
             length=r.length,
             burn_in=r.burn_in,
             period=r.period,
-            place=place,
-            alpha=alpha,
+            place=request.place,
+            alpha=request.spread,
+            on_reset=request.on_reset,
         )
 
     def eval_policy(self, actor: Actor, n: int) -> RecurrentPolicy:

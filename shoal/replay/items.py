@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["stack_items"]
+__all__ = ["concat_items", "stack_items"]
 
 
 def stack_items(
@@ -22,3 +22,13 @@ def stack_items(
     """
     names = items[0] if fields is None else fields
     return {name: np.stack([np.asarray(item[name]) for item in items]) for name in names}
+
+
+def concat_items(batches: Sequence[Mapping[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Batches of items (one array per field each, the same fields) as one batch.
+
+    Example:
+        >>> concat_items([{"a": np.zeros(2)}, {"a": np.ones(3)}])["a"].shape
+        (5,)
+    """
+    return {name: np.concatenate([batch[name] for batch in batches]) for name in batches[0]}

@@ -87,9 +87,9 @@ def _module_of(kind: str, value: str) -> str:
         module, colon, _ = value.partition(":")
         return module if colon else ""
     if kind == "recipe":
-        from shoal.recipes import BUILTIN
+        from shoal.recipes import BUILTIN_RECIPES
 
-        if value in BUILTIN:
+        if value in BUILTIN_RECIPES:
             return ""
     return value.partition(":")[0]  # a path: "module:attribute"
 

@@ -229,20 +229,27 @@ def check_factory(obj: Any, path: str, key: str, signature: str) -> None:
         )
 
 
-RECIPE_MEMBERS = ("probe", "make_network", "make_learner", "replay_fields")
-"""What every runner calls on a recipe; a class without them is not a recipe."""
-
-
 def check_recipe_class(obj: Any, path: str) -> None:
     """One line naming ``run.recipe`` unless ``obj`` (what ``path`` names) is a recipe
-    class (one with the members runners call), checked before it is instantiated."""
+    class (one with every member :class:`~shoal.recipes.contract.Recipe` declares),
+    checked before it is instantiated."""
     if not inspect.isclass(obj) or _builtin(obj, path):
         what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
         raise ConfigError(
             f"config key 'run.recipe': {shown(path)} is {what}, not a recipe class (e.g. a "
             "subclass of shoal.recipes.dqn.DQNRecipe); it was not called"
         )
-    missing = [m for m in RECIPE_MEMBERS if not callable(getattr(obj, m, None))]
+    from shoal.recipes.contract import RECIPE_MEMBERS, RecipeTraits
+
+    missing = [
+        m
+        for m in RECIPE_MEMBERS
+        if not (
+            isinstance(getattr(obj, m, None), RecipeTraits)
+            if m == "traits"
+            else callable(getattr(obj, m, None))
+        )
+    ]
     if missing:
         raise ConfigError(
             f"config key 'run.recipe': class {shown(path)} is not a recipe: it has no "

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,9 +39,9 @@ from shoal.run.progress import TrainProgress
 from shoal.run.seeding import SeedStream, derive_seed
 
 if TYPE_CHECKING:
-    from shoal.run.runner import Runner
+    from shoal.run.runner import Collected, Runner
 
-__all__ = ["Collected", "RunLoop", "TrainResult"]
+__all__ = ["RunLoop", "TrainResult"]
 
 
 @dataclass(frozen=True)
@@ -66,21 +66,6 @@ class TrainResult:
     """Best mean greedy return of any evaluation (its weights are ``best.pt``)."""
     ended_early: bool = False
     """The caller's ``on_eval`` ended the run before its budget (e.g. a pruned trial)."""
-
-
-@dataclass(frozen=True)
-class Collected:
-    """What one :meth:`collect` call did: env steps taken and the episodes it finished,
-    each as ``(return, length)``."""
-
-    steps: int
-    episodes: Sequence[tuple[float, int]] = ()
-    extras: Sequence[dict[str, float]] = ()
-    """Extra columns of each episode's row, in the same order (e.g. every agent's return
-    and social outcomes in a multi-agent world); empty when there are none."""
-    side_by_side: bool = False
-    """The episodes ran in worlds stepped side by side (not back to back): each row's step
-    is the step they were collected at."""
 
 
 class RunLoop:

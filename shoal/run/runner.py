@@ -12,17 +12,32 @@ in one world, say) supplies its own.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
 from shoal.errors import ConfigError
-from shoal.run.loop import Collected
 from shoal.run.schedule import UpdateSchedule
 
 __all__ = ["Collected", "Runner", "torch_threads"]
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one :meth:`collect` call did: env steps taken and the episodes it finished,
+    each as ``(return, length)``."""
+
+    steps: int
+    episodes: Sequence[tuple[float, int]] = ()
+    extras: Sequence[dict[str, float]] = ()
+    """Extra columns of each episode's row, in the same order (e.g. every agent's return
+    and social outcomes in a multi-agent world); empty when there are none."""
+    side_by_side: bool = False
+    """The episodes ran in worlds stepped side by side (not back to back): each row's step
+    is the step they were collected at."""
 
 
 @contextlib.contextmanager
@@ -51,10 +66,7 @@ def _check_importable(cls: Any, cfg: Any) -> None:
 
     if not cls.spawns(cfg):
         return
-    recipe = recipe_for(cfg)
-    named = getattr(recipe, "user_factories", None)
-    factories = named(cfg) if named is not None else {"dqn.network": cfg.dqn.network}
-    for key, path in factories.items():
+    for key, path in recipe_for(cfg).user_factories(cfg).items():
         if path and not importable_elsewhere(path):
             raise ConfigError(
                 f"config key {key!r}: {path!r} is defined in the main script (or inside a "
@@ -87,15 +99,14 @@ class Runner:
         env batch settings the runner or the recipe cannot honour, then :meth:`check`."""
         from shoal.recipes import recipe_for
 
-        recipe = recipe_for(cfg)
-        runners = getattr(recipe, "runners", None)
-        if runners is not None and cfg.run.runner not in runners:
-            allowed = ", ".join(repr(n) for n in runners)
+        traits = recipe_for(cfg).traits
+        if traits.runners is not None and cfg.run.runner not in traits.runners:
+            allowed = ", ".join(repr(n) for n in traits.runners)
             raise ConfigError(
-                f"config key 'run.runner': env.id {cfg.env.id!r} trains with {allowed}, "
-                f"not {cfg.run.runner!r}"
+                f"config key 'run.runner': the {cfg.run.recipe!r} recipe trains with "
+                f"{allowed}, not {cfg.run.runner!r}"
             )
-        batches = cls.env_batches and getattr(recipe, "batches_envs", True)
+        batches = cls.env_batches and traits.batches_envs
         if not batches and (cfg.env.num_envs != 1 or cfg.env.vector != "sync"):
             raise ConfigError(
                 f"config key 'env.num_envs': the {cfg.run.runner!r} runner on {cfg.env.id!r} "

@@ -79,16 +79,20 @@ class UpdateSchedule:
         points = step // self.train_freq - (first - 1) // self.train_freq
         return points * self.gradient_steps
 
-    def owe(self, step: int) -> int:
+    def owe(self, step: int, ready: bool = True) -> int:
         """Updates owed now that ``step`` env steps are taken: the rule's updates up to
         ``step`` not handed out before (0 while learning has not started).
 
         The step alone says what is owed, so a runner that asks only now and then (every
-        few epochs, when its replay is ready) gets the updates of every step since, and
-        a run cut between a collection and its learning loses none."""
+        few epochs) gets the updates of every step since, and a run cut between a
+        collection and its learning loses none. One rule for what is owed before replay
+        can serve (``ready`` False: fewer items than the recipe's
+        :meth:`~shoal.recipes.contract.RecipeTraits.min_replay`, or an agent's buffer
+        empty): those updates are dropped, handed out and never taken, so the first batch
+        of sequences brings no burst of updates; every runner asks this way."""
         owed = max(0, self.due(step) - self.granted)
         self.granted += owed
-        return owed
+        return owed if ready else 0
 
     def give_back(self, updates: int) -> None:
         """Updates handed out and not taken (a run cut mid-learning): owed again at the

@@ -4,9 +4,10 @@ exploration schedule, the learning step, the tasks and the evaluation.
 Every part comes from the config's recipe (:mod:`shoal.recipes`): the runner moves
 experience and schedules learning, and never asks what kind of agent it trains. A domain
 with its own parts (MAPF: sequences, a curriculum, held-out instances) is a recipe, not a
-runner subclass. Hooks (:meth:`DQNRunner.probe`, :meth:`DQNRunner.make_learner`,
-:meth:`DQNRunner.replay_fields`, :meth:`DQNRunner.make_replay`) stay for a runner with no
-replay in the driver (ray).
+runner subclass. Runners ask the recipe only what :class:`~shoal.recipes.contract.Recipe`
+declares, through :attr:`DQNRunner.recipe` (or :func:`~shoal.recipes.recipe_for` before
+one is built); :meth:`DQNRunner.make_replay` stays a hook for a runner with no replay in
+the driver (ray).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import Fields, build_epsilon, build_replay
+from shoal.agent.builder import build_epsilon, build_replay
 from shoal.agent.late_priorities import LatePriorities
 from shoal.agent.learner import Learner
 from shoal.agent.update_steps import UpdateSteps
@@ -39,12 +40,8 @@ class DQNRunner(Runner):
     @classmethod
     def check(cls, cfg: Config) -> None:
         """The recipe's checks of the env and its parts, before any work."""
-        recipe_for(cfg).check(cfg)
-
-    @classmethod
-    def probe(cls, cfg: Config) -> EnvSpec:
-        """What the learner needs to know of the env (the recipe's reading of it)."""
-        return recipe_for(cfg).probe(cfg)
+        recipe = recipe_for(cfg)
+        recipe.check(cfg, recipe.probe(cfg))
 
     @classmethod
     def make_learner(cls, cfg: Config, spec: EnvSpec) -> Learner:
@@ -67,14 +64,10 @@ class DQNRunner(Runner):
         return cfg.run.compile
 
     @classmethod
-    def replay_fields(cls, cfg: Config, spec: EnvSpec) -> Fields:
-        """What one replay item holds (the recipe's: an n-step transition for DQN)."""
-        return recipe_for(cfg).replay_fields(cfg, spec)
-
-    @classmethod
     def make_replay(cls, cfg: Config, spec: EnvSpec) -> Any:
-        """The driver's replay buffer (None where replay lives elsewhere)."""
-        return build_replay(cfg, spec, cls.replay_fields(cfg, spec))
+        """The driver's replay buffer of the recipe's items (None where replay lives
+        elsewhere)."""
+        return build_replay(cfg, spec, recipe_for(cfg).replay_fields(cfg, spec))
 
     @classmethod
     def evaluate_checkpoint(
@@ -87,7 +80,7 @@ class DQNRunner(Runner):
         super().__init__(cfg)
         self.recipe = recipe_for(cfg)
         """The agent's recipe: what its parts are (the runner only moves them)."""
-        self.spec = self.probe(cfg)
+        self.spec = self.recipe.probe(cfg)
         self.learner = self.make_learner(cfg, self.spec)
         self.replay: Any = self.make_replay(cfg, self.spec)
         _check_memory(cfg, self._replay_bytes())
@@ -120,8 +113,9 @@ class DQNRunner(Runner):
 
     def replay_ready(self) -> bool:
         """Whether replay holds the recipe's minimum for an update: none before (n-step
-        windows still open at learning_starts < n_step; MAPF: a batch of sequences)."""
-        return len(self.replay) >= max(1, self.recipe.min_replay(self.cfg))
+        windows still open at learning_starts < n_step; R2D2, MAPF: a batch of
+        sequences)."""
+        return len(self.replay) >= self.recipe.traits.min_replay(self.cfg.dqn.batch_size)
 
     def learn_steps(self, steps: int) -> Any:
         """``steps`` gradient steps on replay samples, with priority updates; returns the

@@ -47,10 +47,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from shoal.agent.acting import Sent
 from shoal.config import Config
 from shoal.errors import ConfigError, ShoalError
 from shoal.recipes import recipe_for
-from shoal.run.loop import Collected
+from shoal.recipes.contract import ActingRequest
+from shoal.replay.items import concat_items
+from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.sections import ProcessesConfig
@@ -105,11 +108,10 @@ class Block:
         return len(self.ended)
 
     @classmethod
-    def of(cls, sent: tuple[Any, ...], ids: tuple[int, int, int], weights_version: int) -> Block:
+    def of(cls, sent: Sent, ids: tuple[int, int, int], weights_version: int) -> Block:
         """An acting's :meth:`take_sent`, its episodes numbered from ``ids`` (worker,
         incarnation, first)."""
-        items, priorities, ended, steps = sent
-        return cls(*ids, items, priorities, ended, steps, weights_version)
+        return cls(*ids, sent.items, sent.priorities, list(sent.ended), sent.steps, weights_version)
 
 
 @dataclass(frozen=True)
@@ -181,19 +183,17 @@ def _rollout(
                 meta.update(plugin.before_episode(env, actor))
             return meta
 
-    # Every env of every worker explores at its own Ape-X epsilon (processes.eps_spread).
-    acting = recipe.make_acting(
-        cfg,
-        spec,
-        actor,
-        seeds,
+    # Every env of every worker explores at its own Ape-X epsilon (explore.spread).
+    request = ActingRequest(
+        seeds=seeds,
         env_seed=derive_seed(*seeds, 2),
+        rng=rng,
         writer="episodes",
         place=(place.worker, place.workers),
-        alpha=cfg.processes.eps_spread,
+        spread=cfg.explore.spread_for(cfg),
         on_reset=hook,
-        rng=rng,
     )
+    acting = recipe.make_acting(cfg, spec, actor, request)
     acting.pull()
     acting.configure(*conn.recv())  # the learner sends its tasks first (MAPF: the stages)
     index = ahead = 0
@@ -425,7 +425,7 @@ class ProcessesRunner(DQNRunner):
             self._check(block)
         filled = [b for b in blocks if b.items]
         if filled:
-            items = {k: np.concatenate([b.items[k] for b in filled]) for k in filled[0].items}
+            items = concat_items([b.items for b in filled])
             given = [b.priorities for b in filled]
             self.add_batch(items, None if any(p is None for p in given) else np.concatenate(given))
         got = self.tasks.collected(
@@ -438,7 +438,7 @@ class ProcessesRunner(DQNRunner):
         """The updates the schedule owes for the env steps collected (or
         ``learning_steps_per_batch``), then publish the weights with the new epsilon."""
         self._step = step
-        owed = self.schedule.owe(step)
+        owed = self.schedule.owe(step, ready=self.replay_ready())
         fixed = self.cfg.processes.learning_steps_per_batch
         if fixed and step >= self.cfg.run.learning_starts:
             owed = fixed

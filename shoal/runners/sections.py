@@ -3,7 +3,7 @@
 They live apart from the runners, in a module that imports neither torch nor a runner,
 so that building a :class:`~shoal.config.Config` (which holds every registered section)
 loads no runner: the registry names them as ``"module:Class"`` strings
-(:data:`shoal.runners.SECTIONS`).
+(:data:`shoal.registry.SECTIONS`).
 """
 
 from __future__ import annotations
@@ -49,10 +49,6 @@ class ProcessesConfig:
     """torch threads of the learner's process (0: run.torch_threads). Workers take one
     thread each and leave most of a core idle when the learner is the bottleneck: a
     learner-bound run on few cores gains from giving it those cores."""
-    eps_spread: float = param(0.0, ge=0.0, le=100.0)
-    """Ape-X style epsilon per env of every worker, eps ** (1 + spread * i / (N - 1)) over
-    the N = workers x env.num_envs envs; 0: all the same (Ape-X: 7; at most 100, where the
-    last envs' epsilon is 0 in all but name)."""
     publish_every: int = param(32, ge=0)
     """Updates between weight publishes within a batch's learning, each also taking in what
     workers sent meanwhile (0: publish and take in only after the batch): the workers'
@@ -96,9 +92,6 @@ class RayConfig:
     pull_every: int = param(100, gt=0)
     """Steps of each env between an actor's checks for newer weights (a check is a remote
     call: per env, its cost per env step stays put whatever env.num_envs)."""
-    eps_alpha: float = param(7.0, ge=0.0, le=100.0)
-    """Ape-X's per-actor exploration exponent alpha (Ape-X: 7; at most 100, where the last
-    actors' epsilon is 0 in all but name)."""
     max_inflight: int = param(2, gt=0)
     """Sends to replay (each holding the episodes one call finished) an actor may have
     unanswered."""

@@ -21,7 +21,8 @@ import numpy as np
 from shoal.agent.acting_copy import ActingCopy, pick_acting_device
 from shoal.agent.actor import Actor
 from shoal.config import Config
-from shoal.run.loop import Collected
+from shoal.recipes.contract import ActingRequest
+from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.dqn import DQNRunner
 
@@ -46,15 +47,13 @@ class SerialRunner(DQNRunner):
         super().__init__(cfg)
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, SeedStream.ACTION))
         self.actor = self.make_actor()
-        self.acting = self.recipe.make_acting(
-            cfg,
-            self.spec,
-            self.actor,
-            (cfg.run.seed, SeedStream.TRAIN),
+        request = ActingRequest(
+            seeds=(cfg.run.seed, SeedStream.TRAIN),
             env_seed=derive_seed(cfg.run.seed, SeedStream.TRAIN),
-            writer="stream",
             rng=self.rng,
+            spread=cfg.explore.spread_for(cfg),
         )
+        self.acting = self.recipe.make_acting(cfg, self.spec, self.actor, request)
         """The recipe's acting: the actor's envs (MAPF: worlds), their episodes and a
         writer per env (steps of different envs never share a window)."""
         self.acting.configure(*self.tasks.acting_args())
@@ -108,10 +107,8 @@ class SerialRunner(DQNRunner):
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
         once learning starts)."""
-        owed = self.schedule.owe(step)
-        # Owed before replay is ready are dropped (MAPF: a batch of sequences, so no
-        # burst of updates on the first few).
-        if owed and self.replay_ready():
+        owed = self.schedule.owe(step, ready=self.replay_ready())
+        if owed:
             self.on_train_point(owed)
 
     def on_train_point(self, updates: int) -> None:
@@ -125,7 +122,7 @@ class SerialRunner(DQNRunner):
         """DQN: nothing to flush, the final checkpoint keeps the running episodes and their
         open n-step windows, so a run extended with ``--resume`` continues them exactly;
         a recipe that cannot re-create its episodes (MAPF) flushes them to replay."""
-        if self.recipe.flush_on_finish:
+        if self.recipe.traits.flush_on_finish:
             self.add_batch(*self.acting.flush())
 
     def interrupt(self) -> None:

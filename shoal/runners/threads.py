@@ -38,7 +38,7 @@ import torch
 from shoal.agent.actor import Actor
 from shoal.config import Config
 from shoal.errors import ConfigError
-from shoal.run.loop import Collected
+from shoal.run.runner import Collected
 from shoal.runners.sections import ThreadsConfig
 from shoal.runners.serial import SerialRunner
 from shoal.sync.locked_replay import LockedReplay

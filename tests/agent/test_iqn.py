@@ -12,7 +12,7 @@ from shoal.agent.networks import ImageEncoder
 from shoal.agent.quantile import IQNLearner, QuantileNetwork, quantile_huber
 from shoal.config import DQNConfig, load_config
 from shoal.errors import ConfigError
-from shoal.recipes import recipe_for
+from shoal.runners import runner_for
 
 pytestmark = pytest.mark.timeout(120)
 sys.path.insert(0, str(Path(__file__).parents[1]))  # user_code/: a torso from outside shoal/
@@ -161,12 +161,12 @@ def test_bad_iqn_settings_are_one_line_errors_before_any_work(tmp_path, tiny):
         load_config("cartpole", overrides=[*tiny(), "run.recipe='iqn'", "iqn.n_quantiles=0"])
     cfg = load_config(None, overrides=["env.id='shoal/HybridTarget-v0'", "run.recipe='iqn'"])
     with pytest.raises(ConfigError, match="continuous part"):
-        recipe_for(cfg).check(cfg)
+        runner_for(cfg).check(cfg)
     cfg = load_config(
         "cartpole", overrides=["run.recipe='iqn'", "dqn.network='user_code.nets:make'"]
     )
     with pytest.raises(ConfigError, match="'dqn.network'.*iqn.torso"):
-        recipe_for(cfg).check(cfg)
+        runner_for(cfg).check(cfg)
     for torso, what in [
         ("user_code.qnets:missing", "has no attribute 'missing'"),
         ("user_code.qnets:NOT_CALLABLE", "not a callable"),
@@ -174,7 +174,7 @@ def test_bad_iqn_settings_are_one_line_errors_before_any_work(tmp_path, tiny):
     ]:
         cfg = load_config("cartpole", overrides=["run.recipe='iqn'", f"iqn.torso='{torso}'"])
         try:
-            recipe_for(cfg).check(cfg)
+            runner_for(cfg).check(cfg)
         except ConfigError as e:
             assert "'iqn.torso'" in str(e) and what in str(e), e
         else:
@@ -183,7 +183,7 @@ def test_bad_iqn_settings_are_one_line_errors_before_any_work(tmp_path, tiny):
         "cartpole", overrides=["run.recipe='iqn'", "iqn.torso='user_code.qnets:summed_torso'"]
     )
     with pytest.raises(ConfigError, match=r"'iqn.torso'.*shape \(2,\).*\(batch, width\)"):
-        recipe_for(cfg).check(cfg)
+        runner_for(cfg).check(cfg)
 
 
 def test_a_users_torso_carries_the_quantile_network(tmp_path, tiny):

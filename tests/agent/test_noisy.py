@@ -13,7 +13,7 @@ from shoal.agent.noisy import add_noise_parameters, draw_noise, draw_noise_np, n
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import DQNConfig, load_config
 from shoal.errors import ConfigError
-from shoal.recipes import recipe_for
+from shoal.runners import runner_for
 
 pytestmark = pytest.mark.timeout(120)
 NOISY = ["explore.noisy=true", "explore.eps_start=0", "explore.eps_end=0"]
@@ -153,4 +153,4 @@ def test_noisy_runs_train_and_bad_settings_are_one_line_errors(tmp_path, tiny):
         load_config("cartpole", overrides=[*NOISY, "dqn.network='my:net'"])
     cfg = load_config(None, overrides=[*NOISY, "env.id='shoal/HybridTarget-v0'"])
     with pytest.raises(ConfigError, match="'explore.noisy'.*hybrid"):
-        recipe_for(cfg).check(cfg)
+        runner_for(cfg).check(cfg)

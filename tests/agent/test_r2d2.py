@@ -13,9 +13,9 @@ from shoal.agent.sequence_loss import unroll
 from shoal.config import load_config
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ConfigError
-from shoal.recipes import recipe_for
 from shoal.replay.sequence import SequenceWriter
 from shoal.run.evaluation import evaluate
+from shoal.runners import runner_for
 
 pytestmark = pytest.mark.timeout(120)
 R2D2 = ["run.recipe='r2d2'", "r2d2.length=8", "r2d2.burn_in=4", "r2d2.period=4"]
@@ -165,7 +165,7 @@ def test_r2d2_trains_and_evaluates_with_memory_and_bad_settings_are_one_line_err
     ]:
         cfg = load_config("cartpole", overrides=[*R2D2, *over])
         with pytest.raises(ConfigError, match=key):
-            recipe_for(cfg).check(cfg)
+            runner_for(cfg).check(cfg)
 
 
 def policy_carries_memory_until_reset(policy):

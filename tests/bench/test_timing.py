@@ -11,7 +11,7 @@ import pytest
 
 from shoal.bench import timing
 from shoal.errors import ConfigError
-from shoal.run.loop import Collected
+from shoal.run.runner import Collected
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -58,8 +58,8 @@ def test_a_runs_evaluations_and_its_checkpoints_play_at_run_eval_epsilon(tmp_pat
     from shoal.config import load_config
     from shoal.envs import make_env
     from shoal.errors import ConfigError
-    from shoal.recipes import recipe_for
     from shoal.run.metrics import read_metrics
+    from shoal.runners import runner_for
 
     shoal.train("cartpole", overrides=[*tiny(), "run.eval_epsilon=1.0"], run_dir=tmp_path / "r")
     cfg = load_config("cartpole", overrides=tiny())
@@ -78,4 +78,4 @@ def test_a_runs_evaluations_and_its_checkpoints_play_at_run_eval_epsilon(tmp_pat
     np.testing.assert_array_equal(scores, random_play(6, 11))
     cfg = load_config(None, overrides=["run.eval_epsilon=0.05", "env.id='shoal/HybridTarget-v0'"])
     with pytest.raises(ConfigError, match="'run.eval_epsilon'.*hybrid"):
-        recipe_for(cfg).check(cfg)
+        runner_for(cfg).check(cfg)

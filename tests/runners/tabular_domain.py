@@ -6,8 +6,7 @@ resume and the update schedule come with the contract."""
 import gymnasium as gym
 import numpy as np
 
-from shoal.run.loop import Collected
-from shoal.run.runner import Runner
+from shoal.run.runner import Collected, Runner
 
 
 class TabularRunner(Runner):

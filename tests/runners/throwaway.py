@@ -2,7 +2,7 @@
 schedule's updates for them (the serial runner's ``learn``, unchanged). Registered by the
 conformance suite, which it must pass."""
 
-from shoal.run.loop import Collected
+from shoal.run.runner import Collected
 from shoal.runners.serial import SerialRunner
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import build_epsilon, build_q_network, build_replay
+from shoal.agent.builder import build_epsilon, build_replay
 from shoal.agent.learner import DQN
 from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config
@@ -35,8 +35,7 @@ from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_para
 from shoal.errors import ConfigError
 from shoal.recipes import recipe_for
 from shoal.replay import StackedReplay
-from shoal.run.loop import Collected
-from shoal.run.runner import Runner
+from shoal.run.runner import Collected, Runner
 from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.agents.collector import CollectorError, CollectorProcess
 from shoal.runners.agents.epochs import (
@@ -81,8 +80,8 @@ class AgentsRunner(Runner):
 
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """Make the world once and check it, and the agents' network (before any work
-        starts)."""
+        """Make the world once and check it, and the recipe's checks of one agent of it
+        (its refusals, its network), before any work starts."""
         if cfg.run.eval_epsilon > 0:
             raise ConfigError(
                 f"config key 'run.eval_epsilon': {cfg.run.eval_epsilon}; the agents runner"
@@ -95,9 +94,7 @@ class AgentsRunner(Runner):
             check_same_agents(env, cfg.env.id, ma.agents)
         finally:
             env.close()
-        if cfg.dqn.network:
-            with torch.random.fork_rng():
-                build_q_network(cfg, ma.env_spec())
+        recipe_for(cfg).check(cfg, ma.env_spec())
 
     @classmethod
     def evaluate_checkpoint(
@@ -294,8 +291,8 @@ class AgentsRunner(Runner):
         learning thread. Rounds owed while an agent's buffer is still empty are dropped."""
         if self.epochs % self.cfg.agents.train_interval:
             return
-        rounds = self.schedule.owe(step)
-        if rounds == 0 or min(len(b) for b in self.replays) == 0:
+        rounds = self.schedule.owe(step, ready=min(len(b) for b in self.replays) > 0)
+        if rounds == 0:
             return
         if self._thread is not None:
             self._thread.schedule(rounds)

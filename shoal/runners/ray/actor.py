@@ -23,6 +23,7 @@ import torch
 
 from shoal.config import Config
 from shoal.recipes import recipe_for
+from shoal.recipes.contract import ActingRequest
 from shoal.run.imports import adopt_search_path
 from shoal.run.seeding import SeedStream, derive_seed
 
@@ -79,23 +80,21 @@ class RolloutActor:
 
     def setup(self, store: Any) -> None:
         """The recipe's actor, pulling its weights from ``store``, and its acting: Ape-X,
-        each env of each actor at its own epsilon (``ray.eps_alpha``), each env's episode
+        each env of each actor at its own epsilon (``explore.spread``), each env's episode
         sent whole with those finished in the same call (MAPF: its worlds' sequences)."""
         self.recipe = recipe_for(self.cfg)
         self.spec = self.recipe.probe(self.cfg)
         rng = np.random.default_rng(derive_seed(*self.seeds))
         self.actor = self.recipe.make_actor(self.cfg, self.spec, rng, source=store)
-        self.acting = self.recipe.make_acting(
-            self.cfg,
-            self.spec,
-            self.actor,
-            (*self.seeds, 1),
+        request = ActingRequest(
+            seeds=(*self.seeds, 1),
             env_seed=derive_seed(*self.seeds, 2),
+            rng=rng,
             writer="episodes",
             place=(self.index, self.actors),
-            alpha=self.cfg.ray.eps_alpha,
-            rng=rng,
+            spread=self.cfg.explore.spread_for(self.cfg),
         )
+        self.acting = self.recipe.make_acting(self.cfg, self.spec, self.actor, request)
 
     def _pull(self) -> None:
         self.acting.pull()
@@ -107,14 +106,15 @@ class RolloutActor:
         finished, the env steps they (MAPF: the call) took, the steps of those in
         progress, the weights version acted with, and where it ran (process, node)."""
         self.acting.configure(*tasks)
-        n = self.acting.num_envs if self.recipe.batches_envs else 1
+        n = self.acting.num_envs if self.recipe.traits.batches_envs else 1
         self.acting.play(steps * n, pull_every=self.cfg.ray.pull_every * n)
-        items, priorities, ended, taken = self.acting.take_sent()
-        if items:
+        sent = self.acting.take_sent()
+        if sent.items:
+            priorities = sent.priorities
             if priorities is None:
-                priorities = self.recipe.initial_priorities(self.cfg, self.actor, items)
-            self.send(items, priorities)
-        return self.answer(ended=ended, steps=taken, in_progress=self.acting.in_progress)
+                priorities = self.recipe.initial_priorities(self.cfg, self.actor, sent.items)
+            self.send(sent.items, priorities)
+        return self.answer(ended=sent.ended, steps=sent.steps, in_progress=self.acting.in_progress)
 
     def answer(self, **fields: Any) -> dict[str, Any]:
         """A call's answer: ``fields`` plus the weights version acted with, where it ran

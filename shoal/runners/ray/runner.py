@@ -34,10 +34,10 @@ from shoal.agent.builder import Fields, build_replay
 from shoal.agent.late_priorities import LatePriorities
 from shoal.config import Config
 from shoal.envs.gym_env import EnvSpec
-from shoal.errors import ConfigError, EnvError, MachineryError, ShoalError, first_line
+from shoal.errors import ConfigError, MachineryError, ShoalError, first_line
 from shoal.replay import ReplayService
 from shoal.run.imports import search_path
-from shoal.run.loop import Collected
+from shoal.run.runner import Collected
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.ray.actor import RolloutActor
 from shoal.runners.ray.address import cluster_address, preflight, require_ray_version
@@ -101,20 +101,18 @@ class RayRunner(DQNRunner):
 
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """Ray importable, a discrete-action env, and a Ray cluster answering at any address
+        """Ray importable, the recipe's checks, and a Ray cluster answering at any address
         given (:func:`~shoal.runners.ray.address.preflight`; unless this process has joined
         a Ray already)."""
         ray = _ray()
         super().check(cfg)
-        if cls.probe(cfg).hybrid:
-            raise EnvError(f"env.id {cfg.env.id!r}: the ray runner plays Discrete actions only")
         given = cluster_address(cfg)
         if given and not ray.is_initialized():
             preflight(*given)
 
     @classmethod
     def make_replay(cls, cfg: Config, spec: EnvSpec) -> None:
-        """None: replay lives in the replay actor (:meth:`replay_fields` says what it
+        """None: replay lives in the replay actor (the recipe's ``replay_fields`` say what it
         holds)."""
         return None
 
@@ -224,7 +222,7 @@ class RayRunner(DQNRunner):
         self.starts += 1
         tag = uuid.uuid4().hex[:12]
         replay = ray.remote(num_cpus=0)(ReplayActor).options(name=f"shoal-replay-{tag}")
-        fields = self.replay_fields(self.cfg, self.spec)
+        fields = self.recipe.replay_fields(self.cfg, self.spec)
         self.replay_actor = replay.remote(self.cfg, self.spec, fields)
         # The weight server's process starts beside the replay's (which imports torch, about
         # two seconds); the actors, which find both by name and pull weights as they start,
@@ -376,15 +374,18 @@ class RayRunner(DQNRunner):
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the update schedule owes for the env steps taken, each on a
         prefetched batch; new priorities go back, weights out every ``publish_every``."""
-        # Asked only once replay holds a batch: the updates owed until then are taken as
-        # soon as it does, at the latest at the run's end (which waits for the sends).
+        # Replay serves once it holds a batch; the actors' sends are asynchronous, so once
+        # they report a batch sent, wait for it to land: replay then holds what the env
+        # steps collected, as the serial oracle's does, and owed updates before are
+        # dropped by the one rule (UpdateSchedule.owe).
         self._step = step
-        last = step >= self.cfg.run.total_steps
-        if step < self.cfg.run.learning_starts or not self._replay_ready(wait=last):
+        ready = step >= self.cfg.run.learning_starts and self._replay_ready(wait=True)
+        owed = self.schedule.owe(step, ready=ready)
+        if not owed:
             return
         t0 = time.perf_counter()
         with self._watching_node():  # the weight server's calls too
-            self.schedule.take(self.schedule.owe(step), lambda: self._apex_update(step))
+            self.schedule.take(owed, lambda: self._apex_update(step))
         self._learn_s += time.perf_counter() - t0
 
     def learn_steps(self, steps: int) -> float:

@@ -111,28 +111,27 @@ def _policy(
     """The policy of a run's checkpoint, once its config is allowed to load."""
     import torch
 
-    from shoal.agent.builder import build_actor
     from shoal.agent.networks import load_weights
-    from shoal.mapf.config import MAPF_ID
     from shoal.recipes import recipe_for
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
-    if cfg.env.id == MAPF_ID:
-        raise ConfigError(
-            f"run '{run_dir}' is a MAPF run: evaluate it with `shoal mapf eval {run_dir}`"
-        )
-    runner = runner_for(cfg)
-    if getattr(runner, "multi_agent", False) or not hasattr(runner, "probe"):
+    if runner_for(cfg).multi_agent:
         raise ConfigError(
             f"run '{run_dir}' (run.runner {cfg.run.runner!r}): load_policy reads single-agent "
             "DQN runs; play a multi-agent run's agents with shoal.play_run"
         )
-    spec = runner.probe(cfg)
+    recipe = recipe_for(cfg)
+    if not recipe.traits.batches_envs:
+        raise ConfigError(
+            f"run '{run_dir}' (run.recipe {cfg.run.recipe!r}) plays worlds of its own, not one"
+            f" env; evaluate it with its own tool (a MAPF run: `shoal mapf eval {run_dir}`)"
+        )
+    spec = recipe.probe(cfg)
     with torch.random.fork_rng():  # the weights come from the checkpoint
-        network = recipe_for(cfg).make_network(cfg, spec)
+        network = recipe.make_network(cfg, spec)
     with checkpoint_fits(path, "the run's config"):
         load_weights(network, state["learner"]["online"])
     network = network.to(device).eval().requires_grad_(False)
-    actor = build_actor(cfg, spec, np.random.default_rng(0), network=network, device=device)
+    actor = recipe.make_actor(cfg, spec, np.random.default_rng(0), network=network, device=device)
     return Policy(network, cfg, actor)

@@ -1,0 +1,172 @@
+"""The recipe contract: what every runner may ask of a recipe, declared once.
+
+A recipe is what an agent is made of (its network, learner and loss, actor, acting, replay
+items, tasks and evaluation); a runner is how its experience moves. Runners call only the
+members of :class:`Recipe` and read only its :class:`RecipeTraits`, and
+``tests/test_layout.py`` fails a runner that reaches for anything else, so a new algorithm
+cannot be asked for something it never declared, nor silently drop what it is handed: a
+recipe's methods take named arguments and :class:`ActingRequest`, never ``**kwargs``.
+
+What a recipe cannot do it refuses in :meth:`Recipe.check`, by name, on every runner
+(:attr:`RecipeTraits.runners` first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    from torch import nn
+
+    from shoal.agent.acting import Acting
+    from shoal.config import Config
+    from shoal.envs import EnvSpec
+
+__all__ = ["RECIPE_MEMBERS", "ActingRequest", "Recipe", "RecipeTraits"]
+
+
+@dataclass(frozen=True)
+class RecipeTraits:
+    """What a recipe says of itself, read by runners before they build anything."""
+
+    runners: tuple[str, ...] | None = None
+    """The runners it trains on (None: every one); any other is refused in one line."""
+    batches_envs: bool = True
+    """Its acting steps ``env.num_envs`` envs on the ``env.vector`` engine (False: it
+    batches its own worlds, and env.num_envs stays 1)."""
+    serves_after: Literal["item", "batch"] = "item"
+    """What replay holds before it serves an update: one item, or a whole batch
+    (sequences: no burst of updates on the first few); updates owed before are dropped."""
+
+    def min_replay(self, batch_size: int) -> int:
+        """Items replay holds before it serves an update (:attr:`serves_after`)."""
+        return batch_size if self.serves_after == "batch" else 1
+
+    flush_on_finish: bool = False
+    """A finished run flushes its running episodes to replay (its episodes cannot be
+    re-created from a checkpoint); else they stay in the checkpoint for ``--resume``."""
+    recurrent: bool = False
+    """Its network carries a memory from step to step: whatever plays it outside its own
+    acting must carry one too (a self-play opponent pool, which plays snapshots one
+    observation at a time, refuses it)."""
+
+
+@dataclass(frozen=True)
+class ActingRequest:
+    """Everything a runner hands a recipe's :meth:`Recipe.make_acting`, in one record: an
+    acting takes what it uses and refuses in :meth:`Recipe.check` what it cannot honour."""
+
+    seeds: tuple[int, ...]
+    """The seed path of the acting's episodes."""
+    env_seed: int
+    """The env engine's own seed."""
+    rng: np.random.Generator
+    """The acting's exploration draws (shared with its actor)."""
+    writer: Literal["stream", "episodes"] = "stream"
+    """``"stream"``: items as they complete (serial); ``"episodes"``: whole episodes, sent
+    once they end (workers, actors)."""
+    place: tuple[int, int] = (0, 1)
+    """(index, count) of this acting among the run's (Ape-X's spread)."""
+    spread: float = 0.0
+    """The exponent of Ape-X's epsilon spread over every env of the run (``explore.spread``
+    as the run resolved it; 0: every env at the base epsilon)."""
+    on_reset: Callable[[int, Any], dict[str, float]] | None = None
+    """Called before each episode begins (self-play loads its opponent there); a recipe
+    whose acting has no episode start to hook refuses a run that needs one."""
+
+
+@runtime_checkable
+class Recipe(Protocol):
+    """What every runner calls on a recipe (``run.recipe``). Implementations:
+    :class:`~shoal.recipes.dqn.DQNRecipe`, IQN's, R2D2's, C51's, the hybrid-action one and
+    MAPF's; the parts most share live in :class:`~shoal.recipes.base.ActionValueRecipe`."""
+
+    traits: RecipeTraits
+
+    def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
+        """What ``shoal tune`` searches by default: keys this recipe reads."""
+        ...
+
+    def user_factories(self, cfg: Config) -> dict[str, str]:
+        """The user's factories its networks are built from, by config key."""
+        ...
+
+    def probe(self, cfg: Config) -> EnvSpec:
+        """What its parts need to know of the (single-agent) env."""
+        ...
+
+    def check(self, cfg: Config, spec: EnvSpec) -> None:
+        """Refuse, in one line naming the key, what it cannot train (``spec``: the env as
+        the runner reads it; a multi-agent world's agent on the agents runner)."""
+        ...
+
+    def make_learner(self, cfg: Config, spec: EnvSpec) -> Any:
+        """Its learner (an :class:`~shoal.agent.update_steps.UpdateSteps`), weights from
+        torch's generator as the caller seeded it."""
+        ...
+
+    def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
+        """An inference-only network of the learner's shape."""
+        ...
+
+    def make_actor(
+        self,
+        cfg: Config,
+        spec: EnvSpec,
+        rng: np.random.Generator,
+        *,
+        params: Any = None,
+        source: Any = None,
+        network: nn.Module | None = None,
+        device: Any = None,
+    ) -> Any:
+        """An actor acting with ``params`` or with weights pulled from ``source``."""
+        ...
+
+    def learner_actor(self, cfg: Config, spec: EnvSpec, learner: Any) -> Any:
+        """An actor on ``learner``'s own live weights."""
+        ...
+
+    def replay_fields(self, cfg: Config, spec: EnvSpec) -> dict[str, Any]:
+        """One replay item's fields: name -> (shape, dtype)."""
+        ...
+
+    def initial_priorities(
+        self, cfg: Config, actor: Any, items: dict[str, np.ndarray]
+    ) -> np.ndarray:
+        """Ape-X's initial priorities of items ``actor`` made, under its weights."""
+        ...
+
+    def make_acting(self, cfg: Config, spec: EnvSpec, actor: Any, request: ActingRequest) -> Acting:
+        """The acting one collection point plays (the serial loop's, a worker's, an
+        actor's)."""
+        ...
+
+    def make_tasks(self, cfg: Config) -> Any:
+        """The learner's side of episodes: what actings play next, their metrics rows."""
+        ...
+
+    def make_evaluator(self, cfg: Config) -> Any:
+        """Its greedy evaluation during training."""
+        ...
+
+    def eval_policy(self, actor: Any, n: int) -> Any:
+        """What plays ``n`` evaluation envs side by side (a recurrent recipe's keeps one
+        memory per env)."""
+        ...
+
+    def evaluate_checkpoint(
+        self, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> np.ndarray:
+        """Greedy returns of a checkpoint's weights (``shoal eval``)."""
+        ...
+
+
+RECIPE_MEMBERS: tuple[str, ...] = tuple(
+    name for name in Recipe.__dict__ if not name.startswith("_") and callable(Recipe.__dict__[name])
+) + ("traits",)
+"""Every member :class:`Recipe` declares (methods and ``traits``)."""
