@@ -113,6 +113,7 @@ def _policy(
 
     from shoal.agent.networks import load_weights
     from shoal.recipes import recipe_for
+    from shoal.recipes.contract import ActorWeights
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
@@ -133,5 +134,6 @@ def _policy(
     with checkpoint_fits(path, "the run's config"):
         load_weights(network, state["learner"]["online"])
     network = network.to(device).eval().requires_grad_(False)
-    actor = recipe.make_actor(cfg, spec, np.random.default_rng(0), network=network, device=device)
+    weights = ActorWeights(network=network, device=device)
+    actor = recipe.make_actor(cfg, spec, np.random.default_rng(0), weights)
     return Policy(network, cfg, actor)

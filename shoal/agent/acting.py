@@ -21,7 +21,8 @@ weights. :class:`TransitionActing`, the one most recipes make, holds:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -35,6 +36,7 @@ __all__ = [
     "ACTING_MEMBERS",
     "WRITERS",
     "Acting",
+    "ActingRequest",
     "BatchActing",
     "Pulling",
     "Sent",
@@ -51,6 +53,29 @@ def spread_epsilons(base: float, first: int, total: int, alpha: float, n: int) -
     """Ape-X's exploration of envs ``first .. first + n - 1`` of ``total``: env ``j``
     explores at ``base ** (1 + alpha * j / (total - 1))`` (alpha 0: every env at ``base``)."""
     return np.array([actor_epsilon(base, first + i, total, alpha) for i in range(n)])
+
+
+@dataclass(frozen=True)
+class ActingRequest:
+    """Everything a runner hands a recipe's ``make_acting``, in one record; the acting
+    takes it whole, and a recipe refuses in its ``check`` what its acting cannot honour."""
+
+    seeds: tuple[int, ...]
+    """The seed path of the acting's episodes."""
+    env_seed: int
+    """The env engine's own seed."""
+    rng: np.random.Generator
+    """The acting's exploration draws (shared with its actor)."""
+    writer: Literal["stream", "episodes"] = "stream"
+    """``"stream"``: items as they complete (serial); ``"episodes"``: whole episodes, sent
+    once they end (workers, actors)."""
+    place: tuple[int, int] = (0, 1)
+    """(index, count) of this acting among the run's, for Ape-X's spread."""
+    spread: float = 0.0
+    """The exponent of Ape-X's epsilon spread over every env of the run (``explore.spread``
+    as the run resolved it; 0: every env at the base epsilon)."""
+    on_reset: Callable[[int, Any], dict[str, float]] | None = None
+    """Called before each episode begins (self-play loads its opponent there)."""
 
 
 class Taken(NamedTuple):
@@ -178,29 +203,17 @@ class BatchActing(Pulling):
     Args:
         actor: picks the actions; its weights are its own or pulled from a source.
         envs: the batch of envs.
-        seeds: the seed path of the envs' episodes.
-        place: (first, total): this acting's envs among all the run's envs, for the
-            exploration spread.
-        alpha: the spread's exponent (0: every env at the base epsilon).
-        on_reset: called before each episode begins (self-play loads the opponent).
+        request: the runner's :class:`ActingRequest` (the episodes' seeds, this acting's
+            place among the run's and the spread's exponent, the reset hook).
     """
 
-    def __init__(
-        self,
-        actor: Any,
-        envs: Any,
-        seeds: tuple[int, ...],
-        *,
-        place: tuple[int, int] = (0, 1),
-        alpha: float = 0.0,
-        on_reset: Callable[[int, Any], dict[str, float]] | None = None,
-    ) -> None:
+    def __init__(self, actor: Any, envs: Any, request: ActingRequest) -> None:
         self.actor = actor
-        self.batch = BatchActor(actor, envs, seeds, on_reset=on_reset)
+        self.batch = BatchActor(actor, envs, request.seeds, on_reset=request.on_reset)
         """The envs and their running episodes."""
         n = self.batch.num_envs
-        self.first, self.total = place[0] * n, place[1] * n
-        self.alpha = alpha
+        self.first, self.total = request.place[0] * n, request.place[1] * n
+        self.alpha = request.spread
         self.since_pull = 0
         """Env steps since the actor last looked for newer weights."""
 
@@ -246,11 +259,10 @@ class BatchActing(Pulling):
 
 
 class TransitionActing(BatchActing):
-    """Plays ``actor`` on ``envs`` and writes n-step transitions: :class:`BatchActing`'s
-    arguments, and
+    """Plays ``actor`` on ``envs`` and writes n-step transitions through the request's
+    writer: :class:`BatchActing`'s arguments, and
 
     Args:
-        writer: ``"stream"`` or ``"episodes"``.
         n_step, gamma: the n-step return's horizon and discount.
         hybrid: actions are ``(discrete, continuous)`` pairs.
     """
@@ -259,19 +271,16 @@ class TransitionActing(BatchActing):
         self,
         actor: Any,
         envs: Any,
-        seeds: tuple[int, ...],
+        request: ActingRequest,
         *,
-        writer: str,
         n_step: int,
         gamma: float,
         hybrid: bool = False,
-        place: tuple[int, int] = (0, 1),
-        alpha: float = 0.0,
-        on_reset: Callable[[int, Any], dict[str, float]] | None = None,
     ) -> None:
+        writer = request.writer
         if writer not in WRITERS:
             raise ValueError(f"writer {writer!r} is not one of {WRITERS}")
-        super().__init__(actor, envs, seeds, place=place, alpha=alpha, on_reset=on_reset)
+        super().__init__(actor, envs, request)
         n = self.batch.num_envs
         self.stream = BatchNStepWriter(n, n_step, gamma) if writer == "stream" else None
         self.recorder = EpisodeRecorder(n, hybrid, n_step, gamma) if writer == "episodes" else None

@@ -12,7 +12,7 @@ from torch import nn
 from shoal.agent.actor import Actor, WeightSource
 from shoal.agent.learner import DQN, Learner
 from shoal.agent.network_factory import build_user_network
-from shoal.agent.networks import Params, make_q_network
+from shoal.agent.networks import Params, QNetwork, network_args
 from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
@@ -27,6 +27,7 @@ __all__ = [
     "build_nstep",
     "build_q_network",
     "build_replay",
+    "shoal_network_args",
     "transition_fields",
 ]
 
@@ -46,10 +47,14 @@ def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:
     generator."""
     if cfg.dqn.network:
         return build_user_network(cfg.dqn.network, spec)
-    return make_q_network(
+    return QNetwork(spec.obs_dim, spec.n_actions, **shoal_network_args(cfg, spec))
+
+
+def shoal_network_args(cfg: Config, spec: EnvSpec) -> dict[str, Any]:
+    """The torso and head ``[dqn]`` and ``[explore]`` describe for ``spec``'s observations,
+    as the keyword arguments of shoal's networks (Q, quantile, categorical)."""
+    return network_args(
         cfg.dqn,
-        spec.obs_dim,
-        spec.n_actions,
         image=spec.image,
         image_high=spec.image_high,
         noisy=cfg.explore.noisy,
@@ -73,10 +78,11 @@ def build_actor(
     device: str | torch.device | None = None,
     network: Any = None,
     kind: type[Actor] = Actor,
+    extra: dict[str, Any] | None = None,
 ) -> Actor:
     """An actor for ``spec``'s env acting with ``params`` (e.g. the learner's own) or with
     weights pulled from ``source``; it builds its own inference-only network unless given
-    one. ``kind``: the actor's class (default: DQN's)."""
+    one. ``kind``: the actor's class (default: DQN's); ``extra``: its further arguments."""
     if network is None:
         network = build_network(cfg, spec)
     return kind(
@@ -87,6 +93,7 @@ def build_actor(
         action_mask=cfg.dqn.action_mask,
         device=device,
         rng=rng,
+        **(extra or {}),
     )
 
 

@@ -21,13 +21,13 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
 
 from shoal.agent.losses import Batch, mask_illegal
-from shoal.agent.networks import ImageEncoder, Params, QNetwork, dense
+from shoal.agent.networks import Params, QNetwork, dense
 
 __all__ = ["CategoricalLoss", "CategoricalNetwork", "project"]
 
@@ -45,26 +45,15 @@ class CategoricalNetwork(QNetwork):
         n_atoms: int,
         v_min: float,
         v_max: float,
-        hidden: Sequence[int],
-        dueling: bool,
-        board: Sequence[int] = (),
-        conv: Sequence[int] = (),
-        image: ImageEncoder | None = None,
-        noisy: bool = False,
-        sigma0: float = 0.5,
+        **network: Any,
     ) -> None:
-        super().__init__(
-            obs_dim,
-            n_actions * n_atoms,
-            hidden=hidden,
-            dueling=dueling,
-            board=board,
-            conv=conv,
-            image=image,
-        )
+        # QNetwork's arguments (hidden, dueling, encoders, noise); the noise goes on once
+        # the heads have their shapes
+        noisy, sigma0 = network.pop("noisy", False), network.pop("sigma0", 0.5)
+        super().__init__(obs_dim, n_actions * n_atoms, **network)
         self.n_actions, self.n_atoms = n_actions, n_atoms
         self.v_min, self.v_max = float(v_min), float(v_max)
-        if dueling:  # the value stream gives a distribution too: one logit per atom
+        if self.dueling:  # the value stream gives a distribution too: one logit per atom
             self.value = nn.Linear(self.width, n_atoms)
         self.noisy = noisy
         if noisy:

@@ -52,15 +52,7 @@ def build_user_torso(path: str, spec: EnvSpec, key: str) -> tuple[nn.Module, int
     features; one line naming ``key`` unless it maps a probe batch to ``(batch, width)``
     floats."""
     torso = _call_factory(path, spec, key)
-    x = _probe_batch(spec)
-    try:
-        with torch.no_grad():
-            out: Any = torso(x)
-    except Exception as e:
-        raise ConfigError(
-            f"config key {key!r}: the torso of {path} failed on a batch of observations "
-            f"of shape {tuple(x.shape)}: {first_line(e)}"
-        ) from e
+    out, x = _on_probe_batch(torso, "torso", path, spec, key)
     ok = isinstance(out, torch.Tensor) and out.dim() == 2 and out.is_floating_point()
     if not ok or out.shape[0] != PROBE_BATCH or out.shape[1] < 1:
         got = (
@@ -106,17 +98,25 @@ def _probe_batch(spec: EnvSpec) -> torch.Tensor:
     return torch.as_tensor(np.nan_to_num(obs, posinf=1.0, neginf=-1.0))
 
 
-def check_output(path: str, network: nn.Module, spec: EnvSpec) -> None:
-    """One line unless ``network`` maps a probe batch to ``(batch, n_actions)`` floats."""
+def _on_probe_batch(
+    module: nn.Module, role: str, path: str, spec: EnvSpec, key: str
+) -> tuple[Any, torch.Tensor]:
+    """What ``module`` (the user's ``role``) gives for a probe batch, and the batch; one
+    line naming ``key`` if it fails."""
     x = _probe_batch(spec)
     try:
         with torch.no_grad():
-            out: Any = network(x)
+            return module(x), x
     except Exception as e:
         raise ConfigError(
-            f"config key {KEY!r}: the network of {path} failed on a batch of observations "
+            f"config key {key!r}: the {role} of {path} failed on a batch of observations "
             f"of shape {tuple(x.shape)}: {first_line(e)}"
         ) from e
+
+
+def check_output(path: str, network: nn.Module, spec: EnvSpec) -> None:
+    """One line unless ``network`` maps a probe batch to ``(batch, n_actions)`` floats."""
+    out, x = _on_probe_batch(network, "network", path, spec, KEY)
     if spec.hybrid:
         _check_hybrid(path, out, tuple(x.shape), spec)
     else:

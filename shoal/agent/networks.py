@@ -41,6 +41,7 @@ __all__ = [
     "linear",
     "load_weights",
     "make_q_network",
+    "network_args",
 ]
 
 Params = Mapping[str, torch.Tensor]
@@ -377,18 +378,32 @@ def make_q_network(
 ) -> QNetwork:
     """The Q-network a DQN config describes (the learner's and every actor's copy), for
     observations that are ``image`` (``(C, H, W)``, pixels up to ``image_high``) or not."""
+    args = network_args(cfg, image=image, image_high=image_high, noisy=noisy, sigma0=sigma0)
+    return QNetwork(obs_dim, n_actions, **args)
+
+
+def network_args(
+    cfg: DQNConfig,
+    *,
+    image: Sequence[int] | None = None,
+    image_high: float = 1.0,
+    noisy: bool = False,
+    sigma0: float = 0.5,
+) -> dict[str, Any]:
+    """The torso and head a DQN config describes, as :class:`QNetwork`'s keyword arguments
+    (and those of its subclasses: quantile, categorical): the image encoder ``dqn.encoder``
+    picks for ``image`` observations, the board, the hidden layers, dueling and noise."""
     kind = image_encoder(cfg.encoder, image)
-    return QNetwork(
-        obs_dim,
-        n_actions,
-        hidden=cfg.hidden,
-        dueling=cfg.dueling,
-        board=cfg.board,
-        conv=cfg.conv,
-        image=None if kind is None else ImageEncoder(image, kind=kind, high=image_high),  # type: ignore[arg-type]
-        noisy=noisy,
-        sigma0=sigma0,
-    )
+    encoder = None if kind is None else ImageEncoder(image, kind=kind, high=image_high)  # type: ignore[arg-type]
+    return {
+        "hidden": cfg.hidden,
+        "dueling": cfg.dueling,
+        "board": cfg.board,
+        "conv": cfg.conv,
+        "image": encoder,
+        "noisy": noisy,
+        "sigma0": sigma0,
+    }
 
 
 def image_encoder(encoder: str, image: Sequence[int] | None) -> str | None:

@@ -65,43 +65,22 @@ class QuantileNetwork(QNetwork):
         obs_dim: int,
         n_actions: int,
         *,
-        hidden: Sequence[int],
-        dueling: bool,
         n_cos: int = 64,
         n_policy: int = 32,
-        board: Sequence[int] = (),
-        conv: Sequence[int] = (),
-        image: ImageEncoder | None = None,
         features: nn.Module | None = None,
         features_width: int = 0,
-        noisy: bool = False,
-        sigma0: float = 0.5,
+        **network: Any,
     ) -> None:
+        # network: QNetwork's arguments (hidden, dueling, encoders, noise)
         # self.merge: the torso layer the embedded fractions are multiplied in before
         if features is None:
-            super().__init__(
-                obs_dim,
-                n_actions,
-                hidden=hidden,
-                dueling=dueling,
-                board=board,
-                conv=conv,
-                image=image,
-                noisy=noisy,
-                sigma0=sigma0,
-            )
+            super().__init__(obs_dim, n_actions, **network)
             linears = [i for i, layer in enumerate(self.torso) if isinstance(layer, nn.Linear)]
             self.merge = linears[-1] if linears else len(self.torso)
             width = self.torso[self.merge].in_features if linears else self.width
-        else:
-            super().__init__(
-                features_width,
-                n_actions,
-                hidden=hidden,
-                dueling=dueling,
-                noisy=noisy,
-                sigma0=sigma0,
-            )
+        else:  # the user's torso in place of shoal's encoders
+            mine = {k: v for k, v in network.items() if k not in ("board", "conv", "image")}
+            super().__init__(features_width, n_actions, **mine)
             self.torso = nn.Sequential(features, *self.torso)
             self.merge, width = 1, features_width
             self.stackable = False  # a user's torso runs under vmap

@@ -13,13 +13,13 @@ steps, so a resumed serial run continues exactly.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from shoal.agent.acting import BatchActing, Sent, Taken
+from shoal.agent.acting import ActingRequest, BatchActing, Sent, Taken
 from shoal.agent.actor import Actor
 from shoal.agent.batch_actor import Finished, Steps
 from shoal.agent.networks import apply_network
@@ -111,16 +111,13 @@ class SequenceActing(BatchActing):
         self,
         actor: RecurrentActor,
         envs: Any,
-        seeds: tuple[int, ...],
+        request: ActingRequest,
         *,
         length: int,
         burn_in: int,
         period: int,
-        place: tuple[int, int] = (0, 1),
-        alpha: float = 0.0,
-        on_reset: Callable[[int, Any], dict[str, float]] | None = None,
     ) -> None:
-        super().__init__(actor, envs, seeds, place=place, alpha=alpha, on_reset=on_reset)
+        super().__init__(actor, envs, request)
         n = self.batch.num_envs
         self.writers = [SequenceWriter(length, burn_in=burn_in, period=period) for _ in range(n)]
         self._items: list[dict[str, np.ndarray]] = []

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from shoal.agent.acting import Pulling, Sent, Taken, spread_epsilons
+from shoal.agent.acting import ActingRequest, Pulling, Sent, Taken, spread_epsilons
 from shoal.agent.actor import Actor
 from shoal.agent.learner import Learner
 from shoal.config import Config
@@ -46,7 +46,7 @@ from shoal.mapf.player import (
     sequence_specs,
 )
 from shoal.recipes.base import ActionValueRecipe
-from shoal.recipes.contract import ActingRequest, RecipeTraits
+from shoal.recipes.contract import RecipeTraits
 from shoal.replay.items import stack_items
 from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from shoal.agent.acting import TransitionActing
+from shoal.agent.acting import ActingRequest, TransitionActing
 from shoal.agent.actor import Actor
 from shoal.agent.builder import Fields, build_actor, transition_fields
 from shoal.agent.learner import Learner
@@ -29,11 +29,16 @@ from shoal.config import Config
 from shoal.envs import EnvSpec, make_env, probe_env
 from shoal.envs.vector import check_engine, make_vector_env
 from shoal.errors import ConfigError
-from shoal.recipes.contract import ActingRequest, RecipeTraits
+from shoal.recipes.contract import ActorWeights, RecipeTraits
 from shoal.run.evaluation import evaluate
 from shoal.run.runner import Collected
 
-__all__ = ["ActionValueRecipe", "EpisodeRows", "GreedyEvaluator", "value_search_space"]
+__all__ = [
+    "ActionValueRecipe",
+    "EpisodeRows",
+    "GreedyEvaluator",
+    "value_search_space",
+]
 
 EVAL_ENVS = 32
 """Most evaluation envs played side by side."""
@@ -116,40 +121,32 @@ class ActionValueRecipe(ABC):
         image_encoder(cfg.dqn.encoder, spec.image)
 
     def make_actor(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        rng: np.random.Generator,
-        *,
-        params: Any = None,
-        source: Any = None,
-        network: nn.Module | None = None,
-        device: str | torch.device | None = None,
+        self, cfg: Config, spec: EnvSpec, rng: np.random.Generator, weights: ActorWeights
     ) -> Actor:
-        """The batch actor acting with ``params`` or weights pulled from ``source``."""
+        """The batch actor (:attr:`actor_type`) acting with the weights ``weights`` names."""
+        network = weights.network
         if network is None:
             network = self.make_network(cfg, spec)
         return build_actor(
             cfg,
             spec,
             rng,
-            params=params,
-            source=source,
+            params=weights.params,
+            source=weights.source,
             network=network,
-            device=device,
+            device=weights.device,
             kind=self.actor_type,
+            extra=self.actor_extras(spec),
         )
+
+    def actor_extras(self, spec: EnvSpec) -> dict[str, Any]:
+        """Further arguments of :attr:`actor_type` (none; the hybrid actor's box)."""
+        return {}
 
     def learner_actor(self, cfg: Config, spec: EnvSpec, learner: Learner) -> Actor:
         """An actor on ``learner``'s own live weights (serial acting, evaluation)."""
-        return self.make_actor(
-            cfg,
-            spec,
-            np.random.default_rng(0),
-            params=learner.params,
-            network=learner.online,
-            device=learner.device,
-        )
+        weights = ActorWeights(learner.params, network=learner.online, device=learner.device)
+        return self.make_actor(cfg, spec, np.random.default_rng(0), weights)
 
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> Fields:
         """One replay item: an n-step transition."""
@@ -170,17 +167,9 @@ class ActionValueRecipe(ABC):
         """``env.num_envs`` envs (the engine seeded with ``request.env_seed``) played by
         ``actor``, their n-step transitions through ``request.writer``."""
         envs = make_vector_env(cfg.env, cfg.env.num_envs, request.env_seed)
+        d = cfg.dqn
         return TransitionActing(
-            actor,
-            envs,
-            request.seeds,
-            writer=request.writer,
-            n_step=cfg.dqn.n_step,
-            gamma=cfg.dqn.gamma,
-            hybrid=spec.hybrid,
-            place=request.place,
-            alpha=request.spread,
-            on_reset=request.on_reset,
+            actor, envs, request, n_step=d.n_step, gamma=d.gamma, hybrid=spec.hybrid
         )
 
     def make_tasks(self, cfg: Config) -> EpisodeRows:

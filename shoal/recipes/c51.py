@@ -19,10 +19,10 @@ import torch
 from torch import nn
 
 from shoal.agent.actor import Actor
+from shoal.agent.builder import shoal_network_args
 from shoal.agent.categorical import CategoricalLoss, CategoricalNetwork
 from shoal.agent.learner import Learner
 from shoal.agent.losses import Batch
-from shoal.agent.networks import ImageEncoder, image_encoder
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
@@ -34,24 +34,14 @@ __all__ = ["C51Recipe", "make_categorical_network"]
 def make_categorical_network(cfg: Config, spec: EnvSpec) -> CategoricalNetwork:
     """The categorical network ``[dqn]`` and ``[c51]`` describe, its weights drawn from
     torch's generator."""
-    d, c = cfg.dqn, cfg.c51
-    kind = image_encoder(d.encoder, spec.image)
-    image = None
-    if kind is not None:
-        image = ImageEncoder(spec.image, kind=kind, high=spec.image_high)  # type: ignore[arg-type]
+    c = cfg.c51
     return CategoricalNetwork(
         spec.obs_dim,
         spec.n_actions,
         n_atoms=c.n_atoms,
         v_min=c.v_min,
         v_max=c.v_max,
-        hidden=d.hidden,
-        dueling=d.dueling,
-        board=d.board,
-        conv=d.conv,
-        image=image,
-        noisy=cfg.explore.noisy,
-        sigma0=cfg.explore.noisy_sigma,
+        **shoal_network_args(cfg, spec),
     )
 
 

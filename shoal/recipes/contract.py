@@ -13,10 +13,11 @@ What a recipe cannot do it refuses in :meth:`Recipe.check`, by name, on every ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from shoal.agent.acting import ActingRequest
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from shoal.config import Config
     from shoal.envs import EnvSpec
 
-__all__ = ["RECIPE_MEMBERS", "ActingRequest", "Recipe", "RecipeTraits"]
+__all__ = ["RECIPE_MEMBERS", "ActingRequest", "ActorWeights", "Recipe", "RecipeTraits"]
 
 
 @dataclass(frozen=True)
@@ -56,27 +57,16 @@ class RecipeTraits:
 
 
 @dataclass(frozen=True)
-class ActingRequest:
-    """Everything a runner hands a recipe's :meth:`Recipe.make_acting`, in one record: an
-    acting takes what it uses and refuses in :meth:`Recipe.check` what it cannot honour."""
+class ActorWeights:
+    """Where an actor's weights come from, for :meth:`Recipe.make_actor`: ``params`` it
+    reads live (the learner's own, or a copy of them) or a ``source`` it pulls newer
+    versions from; applied by ``network`` (None: the recipe builds an inference copy), on
+    ``device`` (None: the CPU)."""
 
-    seeds: tuple[int, ...]
-    """The seed path of the acting's episodes."""
-    env_seed: int
-    """The env engine's own seed."""
-    rng: np.random.Generator
-    """The acting's exploration draws (shared with its actor)."""
-    writer: Literal["stream", "episodes"] = "stream"
-    """``"stream"``: items as they complete (serial); ``"episodes"``: whole episodes, sent
-    once they end (workers, actors)."""
-    place: tuple[int, int] = (0, 1)
-    """(index, count) of this acting among the run's (Ape-X's spread)."""
-    spread: float = 0.0
-    """The exponent of Ape-X's epsilon spread over every env of the run (``explore.spread``
-    as the run resolved it; 0: every env at the base epsilon)."""
-    on_reset: Callable[[int, Any], dict[str, float]] | None = None
-    """Called before each episode begins (self-play loads its opponent there); a recipe
-    whose acting has no episode start to hook refuses a run that needs one."""
+    params: Any = None
+    source: Any = None
+    network: Any = None
+    device: Any = None
 
 
 @runtime_checkable
@@ -114,17 +104,9 @@ class Recipe(Protocol):
         ...
 
     def make_actor(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        rng: np.random.Generator,
-        *,
-        params: Any = None,
-        source: Any = None,
-        network: nn.Module | None = None,
-        device: Any = None,
+        self, cfg: Config, spec: EnvSpec, rng: np.random.Generator, weights: ActorWeights
     ) -> Any:
-        """An actor acting with ``params`` or with weights pulled from ``source``."""
+        """An actor acting with the weights ``weights`` names, exploring with ``rng``."""
         ...
 
     def learner_actor(self, cfg: Config, spec: EnvSpec, learner: Any) -> Any:

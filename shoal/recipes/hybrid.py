@@ -12,10 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
-from shoal.agent.actor import Actor
 from shoal.agent.builder import Fields, transition_fields
 from shoal.agent.hybrid import HybridActor, HybridDQN, make_hybrid_network
 from shoal.agent.network_factory import build_user_network
@@ -44,6 +42,8 @@ class HybridRecipe(DQNRecipe):
 
     traits = RecipeTraits(runners=("serial", "threads", "processes"))
     """The ray runner's Ape-X spread and the agents runner's stacked worlds are discrete."""
+    actor_type = HybridActor
+    """Picks a mode and adds its continuous part, in the action box."""
 
     def check_actions(self, cfg: Config, spec: EnvSpec) -> None:
         """Actions with a continuous part, played without random discrete draws at
@@ -81,29 +81,9 @@ class HybridRecipe(DQNRecipe):
         """An inference-only hybrid network of the learner's shape."""
         return make_hybrid_q_network(cfg, spec).requires_grad_(False)
 
-    def make_actor(
-        self,
-        cfg: Config,
-        spec: EnvSpec,
-        rng: np.random.Generator,
-        *,
-        params: Any = None,
-        source: Any = None,
-        network: nn.Module | None = None,
-        device: str | torch.device | None = None,
-    ) -> Actor:
-        """An actor that picks a mode and adds its continuous part, in the action box."""
-        return HybridActor(
-            self.make_network(cfg, spec) if network is None else network,
-            params=params,
-            source=source,
-            n_actions=spec.n_actions,
-            action_mask=cfg.dqn.action_mask,
-            device=device,
-            rng=rng,
-            low=spec.action_low,
-            high=spec.action_high,
-        )
+    def actor_extras(self, spec: EnvSpec) -> dict[str, Any]:
+        """The action box the actor's continuous part stays in."""
+        return {"low": spec.action_low, "high": spec.action_high}
 
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> Fields:
         """An n-step transition whose action is stored as ``action`` (the mode) and

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from shoal.agent.builder import shoal_network_args
 from shoal.agent.network_factory import build_user_torso
-from shoal.agent.networks import ImageEncoder, image_encoder
 from shoal.agent.quantile import IQNLearner, QuantileNetwork
 from shoal.config import Config
 from shoal.envs import EnvSpec
@@ -31,26 +31,18 @@ TORSO_KEY = "iqn.torso"
 def make_quantile_network(cfg: Config, spec: EnvSpec) -> QuantileNetwork:
     """The quantile network ``[dqn]`` and ``[iqn]`` describe (on the user's torso when
     ``iqn.torso`` names one), its weights drawn from torch's generator."""
-    d, q = cfg.dqn, cfg.iqn
+    q = cfg.iqn
     parts: dict[str, Any] = {}
     if q.torso:
         features, width = build_user_torso(q.torso, spec, TORSO_KEY)
         parts = {"features": features, "features_width": width}
-    else:
-        kind = image_encoder(d.encoder, spec.image)
-        if kind is not None:
-            parts["image"] = ImageEncoder(spec.image, kind=kind, high=spec.image_high)  # type: ignore[arg-type]
-        parts.update(board=d.board, conv=d.conv)
     return QuantileNetwork(
         spec.obs_dim,
         spec.n_actions,
-        hidden=d.hidden,
-        dueling=d.dueling,
         n_cos=q.n_cos,
         n_policy=q.n_policy_quantiles,
-        noisy=cfg.explore.noisy,
-        sigma0=cfg.explore.noisy_sigma,
         **parts,
+        **shoal_network_args(cfg, spec),
     )
 
 

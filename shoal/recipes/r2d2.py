@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from shoal.agent.acting import ActingRequest
 from shoal.agent.actor import Actor
 from shoal.agent.networks import RecurrentQNetwork
 from shoal.agent.sequence_acting import RecurrentActor, RecurrentPolicy, SequenceActing
@@ -22,7 +23,7 @@ from shoal.envs import EnvSpec
 from shoal.envs.vector import make_vector_env
 from shoal.errors import ConfigError
 from shoal.recipes.base import ActionValueRecipe, value_search_space
-from shoal.recipes.contract import ActingRequest, RecipeTraits
+from shoal.recipes.contract import RecipeTraits
 from shoal.replay.sequence import SequenceWriter
 
 __all__ = ["R2D2Recipe", "make_recurrent_network"]
@@ -126,15 +127,7 @@ class R2D2Recipe(ActionValueRecipe):
         envs = make_vector_env(cfg.env, cfg.env.num_envs, request.env_seed)
         assert isinstance(actor, RecurrentActor)
         return SequenceActing(
-            actor,
-            envs,
-            request.seeds,
-            length=r.length,
-            burn_in=r.burn_in,
-            period=r.period,
-            place=request.place,
-            alpha=request.spread,
-            on_reset=request.on_reset,
+            actor, envs, request, length=r.length, burn_in=r.burn_in, period=r.period
         )
 
     def eval_policy(self, actor: Actor, n: int) -> RecurrentPolicy:

@@ -38,9 +38,9 @@ import struct
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
+from shoal.run.closing import Closing
 from shoal.run.files import atomic_write_bytes, open_no_follow
 
 __all__ = ["METRIC_FIELDS", "EventFileWriter", "MetricsWriter", "crc32c", "read_metrics"]
@@ -92,7 +92,7 @@ def _cell(value: Any) -> Any:
 """Episode rows leave out what tick rows already draw."""
 
 
-class MetricsWriter:
+class MetricsWriter(Closing):
     """Appends rows to ``metrics.csv`` and mirrors numbers to TensorBoard as ``kind/name``.
 
     Appending (not truncating) is what lets a resumed run continue the same file. One
@@ -249,17 +249,6 @@ class MetricsWriter:
             self._tb.close()
             self._tb = None
         self._tb_dir = None
-
-    def __enter__(self) -> MetricsWriter:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 class EventFileWriter:

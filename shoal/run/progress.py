@@ -10,13 +10,14 @@ Example:
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Any
+
+from shoal.run.closing import Closing
 
 __all__ = ["TrainProgress"]
 
 
-class TrainProgress:
+class TrainProgress(Closing):
     """A context manager showing a bar over env steps with a line of live stats.
 
     Disabled, it does nothing (and loads nothing), so runners call it unconditionally.
@@ -48,17 +49,13 @@ class TrainProgress:
 
     def __enter__(self) -> TrainProgress:
         if self._progress is not None:
-            self._progress.__enter__()
+            self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Stop drawing the bar (it stays on screen as last drawn); safe to call twice."""
         if self._progress is not None:
-            self._progress.__exit__(exc_type, exc, tb)
+            self._progress.stop()
 
     def line(self, text: str) -> None:
         """Print a line above the bar (a plain line when the bar is hidden)."""

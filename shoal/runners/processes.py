@@ -47,11 +47,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.acting import Sent
+from shoal.agent.acting import ActingRequest, Sent
 from shoal.config import Config
 from shoal.errors import ConfigError, ShoalError
 from shoal.recipes import recipe_for
-from shoal.recipes.contract import ActingRequest
+from shoal.recipes.contract import ActorWeights
 from shoal.replay.items import concat_items
 from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
@@ -173,7 +173,7 @@ def _rollout(
     spec = recipe.probe(cfg)
     seeds = (cfg.run.seed, SeedStream.WORKER, *place.seeds)
     rng = np.random.default_rng(derive_seed(*seeds))
-    actor = recipe.make_actor(cfg, spec, rng, source=store)
+    actor = recipe.make_actor(cfg, spec, rng, ActorWeights(source=store))
     hook = None
     if plugins:
 

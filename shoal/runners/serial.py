@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from shoal.agent.acting import ActingRequest
 from shoal.agent.acting_copy import ActingCopy, pick_acting_device
 from shoal.agent.actor import Actor
 from shoal.config import Config
-from shoal.recipes.contract import ActingRequest
+from shoal.recipes.contract import ActorWeights
 from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
 from shoal.runners.dqn import DQNRunner
@@ -69,18 +70,16 @@ class SerialRunner(DQNRunner):
         """The behaviour policy: acting on the learner's own live weights, or, beside a
         learner on a GPU, on a copy of them (``run.acting_device``)."""
         where, why = self._acting_device()
-        if where == "learner":
-            params, network, device = self.learner.params, self.learner.online, self.learner.device
-        else:
-            copy = ActingCopy(self.learner.params, where, self.cfg.run.acting_refresh)
+        learner = self.learner
+        weights = ActorWeights(learner.params, network=learner.online, device=learner.device)
+        if where != "learner":
+            copy = ActingCopy(learner.params, where, self.cfg.run.acting_refresh)
             self.acting_copy, self.update_line = copy, f"{self.update_line}; acting {where}"
-            params, network = copy.params, self.recipe.make_network(self.cfg, self.spec).to(where)
-            device = copy.device
+            network = self.recipe.make_network(self.cfg, self.spec).to(where)
+            weights = ActorWeights(copy.params, network=network, device=copy.device)
         self.acting_why = why
         """Why acting runs where it does (the run's first line names where)."""
-        return self.recipe.make_actor(
-            self.cfg, self.spec, self.rng, params=params, network=network, device=device
-        )
+        return self.recipe.make_actor(self.cfg, self.spec, self.rng, weights)
 
     def _acting_device(self) -> tuple[str, str]:
         cfg, learner = self.cfg, self.learner

@@ -38,6 +38,7 @@ import torch
 from shoal.agent.actor import Actor
 from shoal.config import Config
 from shoal.errors import ConfigError
+from shoal.recipes.contract import ActorWeights
 from shoal.run.runner import Collected
 from shoal.runners.sections import ThreadsConfig
 from shoal.runners.serial import SerialRunner
@@ -96,7 +97,9 @@ class ThreadsRunner(SerialRunner):
 
     def make_actor(self) -> Actor:
         """Acting reads a versioned copy of the weights, never weights mid-step."""
-        return self.recipe.make_actor(self.cfg, self.spec, self.rng, source=self.store)
+        return self.recipe.make_actor(
+            self.cfg, self.spec, self.rng, ActorWeights(source=self.store)
+        )
 
     def collect(self, step: int) -> Collected:
         """Pull newer weights if the learners published some, then one serial step."""

@@ -46,13 +46,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
 
 from shoal.agent.qlearning import AlphaSchedule
 from shoal.errors import ShoalError
+from shoal.run.closing import Closing
 from shoal.run.files import atomic_write
 from shoal.sync.segments import Segment
 from shoal.sync.workers import SPAWN
@@ -90,7 +90,7 @@ def _slots_for(capacity: int, max_load: float) -> int:
     return 1 << max(4, int(np.ceil(np.log2(capacity / max_load))))
 
 
-class SharedQTable:
+class SharedQTable(Closing):
     """Q-values and visit counts N(s, a) in shared memory (see the module docstring).
 
     Args:
@@ -157,17 +157,6 @@ class SharedQTable:
         """Detach; the owner also unlinks the segment. Safe to call twice."""
         self._header = self._keys = self._q = self._n = None  # type: ignore[assignment]
         self._seg.close()
-
-    def __enter__(self) -> SharedQTable:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickling (e.g. as a spawned Process's argument) sends the handle; the child

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import shoal
+from shoal.agent.acting import ActingRequest
 from shoal.agent.networks import RecurrentQNetwork
 from shoal.agent.sequence_acting import RecurrentActor, RecurrentPolicy, SequenceActing
 from shoal.agent.sequence_loss import unroll
@@ -91,7 +92,8 @@ def test_sequences_store_the_memory_held_before_their_first_step(tiny):
     cfg = load_config("cartpole", overrides=[*tiny(), *R2D2, "env.num_envs=2"])
     actor = make_actor()
     envs = make_vector_env(cfg.env, 2, 0)
-    acting = SequenceActing(actor, envs, (0, 0), length=8, burn_in=4, period=4)
+    request = ActingRequest((0, 0), 0, np.random.default_rng(0))
+    acting = SequenceActing(actor, envs, request, length=8, burn_in=4, period=4)
     acting.explore(0.5)
     held = [np.zeros(16)]  # every memory the actor held before a step
     items = []

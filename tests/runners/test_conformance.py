@@ -80,6 +80,9 @@ R2D2 = [
 ]
 """Recurrent DQN: memories carried per env, sequences cut per env, a resume that restores
 both."""
+C51 = ["run.recipe='c51'", "c51.v_min=0", "c51.v_max=100"]
+"""Categorical DQN, the example of a new algorithm: its recipe, network and loss, config
+section and one registry line, and no edit to a runner, the builder or the config core."""
 PIXELS = ["run.train_freq=8"]
 """Pixel runs update every 8 env steps: a convolution's update costs what the checks need
 no more of."""
@@ -116,6 +119,8 @@ VARIANTS = {
     "agents/iqn": [*IQN, *NOISY],
     "processes/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, *ONE_WORKER],
     "ray/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, *ONE_ACTOR],
+    # C51 on every DQN runner (the acting, transports and priorities are the shared ones)
+    **{f"{name}/c51": C51 for name in DQN_RUNNERS},
     # R2D2 on every DQN runner, one env or 4 (and test_serial_runner's exact resume)
     **{f"{name}/r2d2": R2D2 for name in ("serial", "threads")},
     "processes/r2d2": [*R2D2, *BATCHED, *ONE_WORKER],
@@ -249,10 +254,14 @@ USERS = [*RECIPE, "dqn.network='user_code.qnets:layernorm_mlp'"]
 LayerNorm (a shape shoal's config cannot describe)."""
 
 
-SOLVES = [(name, 0) for name in RUNNERS] + [("serial", 1), ("serial/compile", 1)]
+SOLVES = [(name, 0) for name in RUNNERS] + [
+    ("serial", 1),
+    ("serial/compile", 1),
+    ("serial/c51", 0),
+]
 """Every runner on seed 0, where a DQN runner trains the user's recipe and network (USERS),
 through its own transport; shoal's own recipe and network on seed 1 of the serial runner,
-eager and with its loss compiled.
+eager and with its loss compiled; C51 (a new algorithm) on the serial runner.
 (Every runner on more seeds, and the time each takes, are
 benchmarks/cartpole_time_to_solve.py's: here a second seed cost a minute and a half of the
 suite, a threads run alone 30 s.)"""

@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from shoal.agent.acting import ActingRequest
 from shoal.config import Config
 from shoal.recipes import recipe_for
-from shoal.recipes.contract import ActingRequest
+from shoal.recipes.contract import ActorWeights
 from shoal.run.imports import adopt_search_path
 from shoal.run.seeding import SeedStream, derive_seed
 
@@ -85,7 +86,7 @@ class RolloutActor:
         self.recipe = recipe_for(self.cfg)
         self.spec = self.recipe.probe(self.cfg)
         rng = np.random.default_rng(derive_seed(*self.seeds))
-        self.actor = self.recipe.make_actor(self.cfg, self.spec, rng, source=store)
+        self.actor = self.recipe.make_actor(self.cfg, self.spec, rng, ActorWeights(source=store))
         request = ActingRequest(
             seeds=(*self.seeds, 1),
             env_seed=derive_seed(*self.seeds, 2),
