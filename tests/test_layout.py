@@ -179,7 +179,7 @@ def test_runners_ask_a_recipe_and_an_acting_only_what_their_contracts_declare() 
     declared = {
         "recipe": set(RECIPE_MEMBERS),
         "acting": set(ACTING_MEMBERS),
-        "traits": {f.name for f in dataclasses.fields(RecipeTraits)} | {"min_replay"},
+        "traits": {f.name for f in dataclasses.fields(RecipeTraits)},
     }
     undeclared = []
     for where in CONTRACT_USERS:

@@ -17,13 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from shoal.agent.acting import ActingRequest
-
 if TYPE_CHECKING:
     import numpy as np
     from torch import nn
 
-    from shoal.agent.acting import Acting
+    from shoal.agent.acting import Acting, ActingRequest
     from shoal.config import Config
     from shoal.envs import EnvSpec
 
@@ -42,10 +40,6 @@ class RecipeTraits:
     serves_after: Literal["item", "batch"] = "item"
     """What replay holds before it serves an update: one item, or a whole batch
     (sequences: no burst of updates on the first few); updates owed before are dropped."""
-
-    def min_replay(self, batch_size: int) -> int:
-        """Items replay holds before it serves an update (:attr:`serves_after`)."""
-        return batch_size if self.serves_after == "batch" else 1
 
     flush_on_finish: bool = False
     """A finished run flushes its running episodes to replay (its episodes cannot be

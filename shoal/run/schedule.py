@@ -18,9 +18,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["UpdateSchedule"]
+__all__ = ["UpdateSchedule", "replay_minimum"]
 
 T = TypeVar("T")
+
+
+def replay_minimum(serves_after: str, batch_size: int) -> int:
+    """Items replay holds before it serves an update, for a recipe whose replay serves
+    after one ``"item"`` or a whole ``"batch"`` (its traits' ``serves_after``)."""
+    return batch_size if serves_after == "batch" else 1
 
 
 @dataclass
@@ -86,9 +92,8 @@ class UpdateSchedule:
         The step alone says what is owed, so a runner that asks only now and then (every
         few epochs) gets the updates of every step since, and a run cut between a
         collection and its learning loses none. One rule for what is owed before replay
-        can serve (``ready`` False: fewer items than the recipe's
-        :meth:`~shoal.recipes.contract.RecipeTraits.min_replay`, or an agent's buffer
-        empty): those updates are dropped, handed out and never taken, so the first batch
+        can serve (``ready`` False: fewer items than :func:`replay_minimum`, or an agent's
+        buffer empty): those updates are dropped, handed out and never taken, so the first batch
         of sequences brings no burst of updates; every runner asks this way."""
         owed = max(0, self.due(step) - self.granted)
         self.granted += owed

@@ -28,6 +28,7 @@ from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
 from shoal.recipes import recipe_for
 from shoal.run.runner import Runner
+from shoal.run.schedule import replay_minimum
 
 __all__ = ["DQNRunner"]
 
@@ -115,7 +116,8 @@ class DQNRunner(Runner):
         """Whether replay holds the recipe's minimum for an update: none before (n-step
         windows still open at learning_starts < n_step; R2D2, MAPF: a batch of
         sequences)."""
-        return len(self.replay) >= self.recipe.traits.min_replay(self.cfg.dqn.batch_size)
+        need = replay_minimum(self.recipe.traits.serves_after, self.cfg.dqn.batch_size)
+        return len(self.replay) >= need
 
     def learn_steps(self, steps: int) -> Any:
         """``steps`` gradient steps on replay samples, with priority updates; returns the
