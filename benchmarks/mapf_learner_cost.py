@@ -41,7 +41,7 @@ VARIANTS = {
 def synthetic_sample(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
     """A replay sample of a batch (``dqn.batch_size``) of full sequences in the run's layout."""
     m, batch = cfg.extra["mapf"], cfg.dqn.batch_size
-    specs = sequence_specs(m)
+    specs = sequence_specs(cfg)
     rng = np.random.default_rng(seed)
     layout = JointLayout(m.max_agents, m.fov)
     n = m.max_agents
@@ -57,7 +57,7 @@ def synthetic_sample(cfg: Config, seed: int = 0) -> dict[str, np.ndarray]:
         "reward": rng.normal(-0.075, 0.1, (batch, length, n)).astype(np.float32),
         "discount": np.ones((batch, length), np.float32),
         "mask": np.ones((batch, length), bool),
-        "burn_in": np.full(batch, m.burn_in),
+        "burn_in": np.full(batch, cfg.r2d2.burn_in),
         "state": np.zeros((batch, n, m.hidden), np.float32),
     }
 

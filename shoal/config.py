@@ -701,7 +701,7 @@ def _apply(cfg: Config, data: Mapping[str, Any], source: str) -> None:
             if f"{name}.{key}" in RENAMED_KEYS:
                 raise ConfigError(
                     f"{source}: config key {_show(f'{name}.{key}')} is now "
-                    f"{RENAMED_KEYS[f'{name}.{key}'][0]!r} (one key for every runner)"
+                    f"{RENAMED_KEYS[f'{name}.{key}']!r} (one key for every runner and recipe)"
                 )
             if key not in keys:
                 raise ConfigError(
@@ -723,7 +723,7 @@ def _apply_file(cfg: Config, path: Path, source: str, chain: tuple[Path, ...]) -
             "(a config saved by a newer shoal?)"
         )
     if version < 3:
-        _move_spread(data)
+        _move_renamed(data)
     base = data.pop("extends", None)
     if base is not None:
         if not isinstance(base, str) or not base:
@@ -903,31 +903,41 @@ CONFIG_VERSION = 3
 none: 1). A run's config holds every key, so a default changed since reads there like a
 choice; a section lists such changes in ``CHANGED_DEFAULTS`` and :func:`load_run_config`
 reads an older run's old default as today's. 2: ``mapf.shield_guide`` 0 -> 3. 3: the Ape-X
-spread's three keys are one, ``explore.spread`` (:data:`RENAMED_KEYS`)."""
+spread's three keys are one, ``explore.spread``, and MAPF's sequences are ``[r2d2]``'s
+(:data:`RENAMED_KEYS`)."""
 
 RENAMED_KEYS = {
-    "processes.eps_spread": ("explore.spread", 0.0),
-    "ray.eps_alpha": ("explore.spread", 7.0),
-    "mapf.eps_alpha": ("explore.spread", 7.0),
+    "processes.eps_spread": "explore.spread",
+    "ray.eps_alpha": "explore.spread",
+    "mapf.eps_alpha": "explore.spread",
+    "mapf.length": "r2d2.length",
+    "mapf.burn_in": "r2d2.burn_in",
+    "mapf.period": "r2d2.period",
+    "mapf.eta": "r2d2.eta",
 }
-"""Keys gone in config_version 3 -> (the key that holds their value now, their default)."""
+"""Keys gone in config_version 3 -> the key that holds their value now."""
+
+_OLD_SPREADS = {"processes.eps_spread": 0.0, "ray.eps_alpha": 7.0, "mapf.eps_alpha": 7.0}
+"""The old spread keys' defaults, which read as ``explore.spread``'s None today."""
 
 
-def _move_spread(data: dict[str, Any]) -> None:
-    """A config written before version 3: the one old spread key the run read (the MAPF
-    recipe's, or its runner's) moves to ``explore.spread`` where the run chose a value
-    other than that key's default (the default reads as ``explore.spread``'s None, which
-    resolves to the same); the keys it did not read had no effect and are dropped."""
+def _move_renamed(data: dict[str, Any]) -> None:
+    """A config written before version 3: each old key the run read (a ``[mapf]`` key in
+    a MAPF run, a runner's spread in its runner's run) moves to its new key, unless it is
+    an old spread at its default (``explore.spread``'s None resolves to the same); the keys
+    it did not read had no effect and are dropped."""
     run = data.get("run") if isinstance(data.get("run"), Mapping) else {}
-    mapf = run.get("recipe") == "mapf"
-    for old, (new, default) in RENAMED_KEYS.items():
+    env = data.get("env") if isinstance(data.get("env"), Mapping) else {}
+    recipe = run.get("recipe", "auto")
+    mapf = recipe == "mapf" or (recipe == "auto" and env.get("id") == "shoal/Mapf-v0")
+    for old, new in RENAMED_KEYS.items():
         section, key = old.split(".")
         values = data.get(section)
         if not isinstance(values, dict) or key not in values:
             continue
         value = values.pop(key)
         read = mapf if section == "mapf" else (not mapf and run.get("runner") == section)
-        if read and value != default:
+        if read and value != _OLD_SPREADS.get(old, object()):
             new_section, new_key = new.split(".")
             data.setdefault(new_section, {})[new_key] = value
 

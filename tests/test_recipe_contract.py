@@ -110,3 +110,21 @@ def test_the_c51_recipe_builds_a_distribution_per_action():
     assert learner.online.n_actions == 2 and learner.online.n_atoms == 11
     with pytest.raises(ConfigError, match="'c51.v_max'"):
         load_config("cartpole", ["run.recipe='c51'", "c51.v_min=5", "c51.v_max=5"])
+
+
+def test_mapf_cuts_its_sequences_with_r2d2s_keys(tmp_path):
+    cfg = load_config("mapf")
+    assert (cfg.r2d2.length, cfg.r2d2.burn_in, cfg.r2d2.period) == (16, 8, 16)
+    with pytest.raises(ConfigError, match="'mapf.length' is now 'r2d2.length'"):
+        load_config("mapf", ["mapf.length=8"])
+    with pytest.raises(ConfigError, match="'r2d2.period'"):
+        load_config("mapf", ["r2d2.period=20"])
+    # A MAPF run saved under config_version 2 keeps the sequences it trained on.
+    old = tmp_path / "config.toml"
+    old.write_text(
+        'config_version = 2\n[env]\nid = "shoal/Mapf-v0"\n[run]\nrecipe = "mapf"\n'
+        "[mapf]\nlength = 12\nburn_in = 4\nperiod = 6\neta = 0.5\n"
+        "[r2d2]\nlength = 20\nburn_in = 10\nperiod = 10\neta = 0.9\n"
+    )
+    r = load_run_config(old).r2d2
+    assert (r.length, r.burn_in, r.period, r.eta) == (12, 4, 6, 0.5)

@@ -81,14 +81,6 @@ class MapfConfig:
     """Attention heads (divide hidden)."""
     rounds: int = param(2, ge=0)
     """Communication rounds per step."""
-    length: int = param(16, gt=0)
-    """Steps of a replay sequence the learner trains on."""
-    burn_in: int = param(8, ge=0)
-    """Steps before them that only warm the memory up."""
-    period: int = param(16, gt=0)
-    """Steps between the starts of consecutive sequences of an episode (<= length)."""
-    eta: float = param(0.9, ge=0.0, le=1.0)
-    """Weight of the max in a sequence's priority (R2D2: 0.9 max + 0.1 mean |TD error|)."""
     eval_agents: list[int] = param([4, 8], gt=0)
     """Agents of each evaluation target (held-out generated maps)."""
     eval_sizes: list[int] = param([10, 20], ge=2)
@@ -105,7 +97,6 @@ class MapfConfig:
             ("mapf.fov", self.fov, self.fov % 2 == 1, "an odd number"),
             ("mapf.max_agents", self.max_agents, self.max_agents >= self.agents, ">= mapf.agents"),
             ("mapf.max_size", self.max_size, self.max_size >= self.size, ">= mapf.size"),
-            ("mapf.period", self.period, self.period <= self.length, "<= mapf.length"),
             ("mapf.hidden", self.hidden, self.hidden % self.heads == 0, "a multiple of heads"),
             (
                 "mapf.eval_sizes",

@@ -31,6 +31,7 @@ from shoal.mapf.curriculum import Stage
 from shoal.mapf.guide import guided_scores
 from shoal.mapf.network import CommQNetwork, JointLayout
 from shoal.mapf.pibt import PibtMover
+from shoal.recipes.config import R2D2Config
 from shoal.replay import SequenceWriter
 from shoal.replay.items import stack_items
 from shoal.run.seeding import derive_seed
@@ -63,9 +64,13 @@ def build_network(cfg: MapfConfig, *, comm: bool = True) -> CommQNetwork:
 
 def build_learner(cfg: Config) -> SequenceDQN:
     """The learner of a MAPF run: the sequence learner on the ``[mapf]`` network."""
-    m = cfg.extra["mapf"]
+    r = cfg.r2d2
     return SequenceDQN(
-        build_network(m), cfg.dqn, burn_in=m.burn_in, eta=m.eta, device=cfg.run.device
+        build_network(cfg.extra["mapf"]),
+        cfg.dqn,
+        burn_in=r.burn_in,
+        eta=r.eta,
+        device=cfg.run.device,
     )
 
 
@@ -83,18 +88,19 @@ def make_world(cfg: MapfConfig, stage: Stage) -> MapfEnv:
     )
 
 
-def sequence_writer(cfg: MapfConfig) -> SequenceWriter:
-    """The sequence writer of one world's stream."""
-    return SequenceWriter(cfg.length, burn_in=cfg.burn_in, period=cfg.period)
+def sequence_writer(r: R2D2Config) -> SequenceWriter:
+    """The sequence writer of one world's stream (``[r2d2]``'s sequences)."""
+    return SequenceWriter(r.length, burn_in=r.burn_in, period=r.period)
 
 
-def sequence_specs(cfg: MapfConfig) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+def sequence_specs(cfg: Config) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Replay field specs of MAPF sequence items (packed joint observations as bytes)."""
-    layout = JointLayout(cfg.max_agents, cfg.fov)
-    n = cfg.max_agents
-    return sequence_writer(cfg).specs(
+    m = cfg.extra["mapf"]
+    layout = JointLayout(m.max_agents, m.fov)
+    n = m.max_agents
+    return sequence_writer(cfg.r2d2).specs(
         (layout.size,),
-        state_shape=(n, cfg.hidden),
+        state_shape=(n, m.hidden),
         obs_dtype=np.uint8,
         action_shape=(n,),
         reward_shape=(n,),
@@ -125,11 +131,11 @@ class Played:
 class _World:
     """One world of a player: its env, writer, episode counters and packed observation."""
 
-    def __init__(self, cfg: MapfConfig, seed: int) -> None:
+    def __init__(self, cfg: MapfConfig, sequences: R2D2Config, seed: int) -> None:
         self.env: MapfEnv | None = None
         self.mover = PibtMover(seed)  # the shield's state (mapf.shield)
         self.stage: Stage | None = None
-        self.writer = sequence_writer(cfg)
+        self.writer = sequence_writer(sequences)
         self.obs: np.ndarray | None = None  # packed joint observation now (None: reset due)
         self.ret = 0.0
         self.episodes = 0
@@ -159,7 +165,9 @@ class MapfPlayer:
         self.layout = network.layout
         self.seeds = tuple(seeds)
         self.rng = rng
-        self.worlds = [_World(self.m, derive_seed(*seeds, w, 1)) for w in range(self.m.envs)]
+        self.worlds = [
+            _World(self.m, cfg.r2d2, derive_seed(*seeds, w, 1)) for w in range(self.m.envs)
+        ]
         self._draws: tuple[list[Stage], np.ndarray | None] = ([], None)
         """The stages new episodes are drawn from, and their probabilities."""
         # Memories stay on the CPU between steps (rows are reset and stored per world);
@@ -167,7 +175,7 @@ class MapfPlayer:
         self.state = network.initial_state(len(self.worlds)).cpu()
         # The learner's loss: initial priorities are the TD errors it will compute.
         self.loss = SequenceDQNLoss.from_config(
-            network, cfg.dqn, burn_in=self.m.burn_in, eta=self.m.eta
+            network, cfg.dqn, burn_in=cfg.r2d2.burn_in, eta=cfg.r2d2.eta
         )
 
     def _reset(self, w: int, world: _World) -> None:

@@ -120,7 +120,7 @@ class MapfRecipe(ActionValueRecipe):
 
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> dict[str, Any]:
         """Sequences of packed joint observations, with stored recurrent states."""
-        return dict(sequence_specs(cfg.extra["mapf"]))
+        return dict(sequence_specs(cfg))
 
     def make_acting(
         self, cfg: Config, spec: EnvSpec, actor: Actor, request: ActingRequest

@@ -42,7 +42,8 @@ class IQNConfig:
 class R2D2Config:
     """Recurrent DQN (``run.recipe = "r2d2"``, Kapturowski et al. 2019): the memory and the
     sequences it learns from. Gamma, n-step, lr, batch (of sequences), target and the MLP
-    before the memory (``hidden``) are ``[dqn]``'s."""
+    before the memory (``hidden``) are ``[dqn]``'s. MAPF's recurrent agents learn from
+    sequences cut by the same keys (``length``, ``burn_in``, ``period``, ``eta``)."""
 
     cell: str = param("lstm", choices=("lstm", "gru"))
     """The recurrent cell."""
@@ -59,8 +60,8 @@ class R2D2Config:
     """A sequence's priority: eta * max + (1 - eta) * mean of its |TD errors|."""
 
     def check(self, cfg: Any) -> None:
-        """Sequences that cover every step (only in a run that trains the recipe)."""
-        if cfg.run.recipe == "r2d2" and self.period > self.length:
+        """Sequences that cover every step (only in a run that learns from them)."""
+        if cfg.run.recipe in ("r2d2", "mapf") and self.period > self.length:
             raise ConfigError(
                 f"config key 'r2d2.period': {self.period} leaves steps no sequence trains on;"
                 f" allowed: at most r2d2.length ({self.length})"

@@ -35,9 +35,9 @@ SMALL = [
     "mapf.channels=4",
     "mapf.hidden=8",
     "mapf.heads=2",
-    "mapf.length=4",
-    "mapf.burn_in=3",
-    "mapf.period=2",
+    "r2d2.length=4",
+    "r2d2.burn_in=3",
+    "r2d2.period=2",
     "mapf.max_steps=12",
 ]
 
@@ -161,12 +161,12 @@ def test_sampled_sequences_carry_the_memory_held_at_their_first_burn_in_step():
         items += got.items
         assert len(got.priorities) == len(got.items) and (got.priorities >= 0).all()
     assert items
-    buffer = ReplayBuffer.from_specs(len(items), sequence_specs(m), prioritized=True, seed=0)
+    buffer = ReplayBuffer.from_specs(len(items), sequence_specs(cfg), prioritized=True, seed=0)
     buffer.add_many(items, priorities=np.ones(len(items)))
     steps = [entry for world in player.log for entry in world]
     nonzero = 0
     for item in _rows(buffer.sample(64)):
-        lo = m.burn_in - int(item["burn_in"])
+        lo = cfg.r2d2.burn_in - int(item["burn_in"])
         valid = int(item["mask"].sum())
         # the step whose observations the item's valid slots repeat, in order
         starts = [
@@ -189,7 +189,7 @@ def _rows(batch: dict[str, np.ndarray]):
 def test_the_acting_memory_equals_the_unroll_of_the_stored_sequence():
     """What the player acted on (Q and memories, one step at a time) is what the learner's
     unroll of the stored item computes from its stored state."""
-    cfg = small_cfg("mapf.burn_in=0", "mapf.length=5", "mapf.period=5")
+    cfg = small_cfg("r2d2.burn_in=0", "r2d2.length=5", "r2d2.period=5")
     m = cfg.extra["mapf"]
     net = build_network(m)
     params = random_params(net, seed=3)
@@ -273,7 +273,7 @@ def test_the_sequence_loss_ignores_padding_agents_and_mixes_priorities():
     player = MapfPlayer(cfg, net, seeds=(0, 3), rng=np.random.default_rng(0))
     items = player.play(12, params, epsilon=1.0, stages=[(2, 6)]).items
     batch = {k: np.stack([it[k] for it in items]) for k in items[0]}
-    loss = SequenceDQNLoss(net, burn_in=m.burn_in, n_step=2, gamma=0.9, eta=0.9)
+    loss = SequenceDQNLoss(net, burn_in=cfg.r2d2.burn_in, n_step=2, gamma=0.9, eta=0.9)
     target = random_params(net, seed=1)
     base, prio = loss(params, target, SequenceBatch.from_numpy(batch, "cpu"))
     changed = {**batch, "reward": batch["reward"].copy(), "action": batch["action"].copy()}
