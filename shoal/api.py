@@ -179,13 +179,13 @@ def _resume_checks(
     """The resumed run's config and checkpoint, once every check has passed: the user's
     consent to the code it names, the same runner and env, a local Ray unless an address
     is given again, room for a checkpoint, a checkpoint to continue."""
-    from shoal.config import _parse_override
+    from shoal.config import parse_override
     from shoal.run.checkpoint import load_checkpoint
     from shoal.run.consent import check_consent
     from shoal.runners import runner_for
 
     saved = load_run_config(run.config)
-    given = frozenset(".".join(_parse_override(o)[:2]) for o in overrides)
+    given = frozenset(".".join(parse_override(o)[:2]) for o in overrides)
     check_consent(saved, f"run '{run.path}'", trust_code=trust_code, user_keys=given)
     cfg = load_run_config(run.config, overrides)
     if cfg.run.runner != saved.run.runner:

@@ -528,7 +528,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 def _new_study(args: argparse.Namespace, tuning: Any) -> Any:
     """A new study from the command line's base config, space and settings."""
-    from shoal.config import _parse_override, load_config
+    from shoal.config import load_config, parse_override
     from shoal.run.directory import RunDir
     from shoal.runners import runner_for
     from shoal.tune.space import SearchSpace, read_space_file
@@ -536,7 +536,7 @@ def _new_study(args: argparse.Namespace, tuning: Any) -> Any:
     overrides = _run_overrides(args)
     base = load_config(args.config, overrides)
     runner_for(base).preflight(base)
-    fixed = [".".join(_parse_override(o)[:2]) for o in args.overrides]
+    fixed = [".".join(parse_override(o)[:2]) for o in args.overrides]
     space_file = read_space_file(args.space) if args.space else None
     space = SearchSpace.build(base, space_file, fixed)
     settings = tuning.TuneSettings(
