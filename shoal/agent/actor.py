@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from shoal.agent.losses import mask_illegal
-from shoal.agent.networks import Params, apply_network
+from shoal.agent.networks import Params, apply_network, recurrent_q
 from shoal.agent.noisy import draw_noise_np, noise_shapes
 
 __all__ = ["Actor", "WeightSource", "epsilon_greedy_action"]
@@ -186,11 +186,9 @@ class Actor:
         ``obs_dtype`` says how observations reach it (packed bits stay uint8)."""
         if state is None:
             state = self.initial_state()
-        dtype = getattr(self.network, "obs_dtype", torch.float32)
-        x = torch.as_tensor(obs[None], dtype=dtype, device=self.device)
-        q, state = apply_network(self.network, self.params, x, state)
+        q, state = recurrent_q(self.network, self.params, obs[None], state, self.device)
         if self.action_mask:
-            q = mask_illegal(q, x)
+            q = mask_illegal(q, torch.as_tensor(obs[None], device=q.device))
         return q, state
 
     def select_action(self, obs: np.ndarray, state: Any = None) -> tuple[Any, Any]:

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from shoal.agent.losses import Batch, mask_illegal
+from shoal.agent.losses import Batch, LossValue, mask_illegal
 from shoal.agent.networks import Params, QNetwork, dense
 
 __all__ = ["CategoricalLoss", "CategoricalNetwork", "project"]
@@ -106,9 +106,7 @@ class CategoricalLoss:
         self.double = double
         self.action_mask = action_mask
 
-    def __call__(
-        self, params: Params, target_params: Params, batch: Batch
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, params: Params, target_params: Params, batch: Batch) -> LossValue:
         """``(loss, per-sample cross-entropy)`` for one batch."""
         net = self.network
         with torch.no_grad():

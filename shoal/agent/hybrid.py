@@ -44,7 +44,7 @@ from torch import nn
 from shoal.agent.actor import Actor
 from shoal.agent.device import to_device
 from shoal.agent.learner import Learner
-from shoal.agent.losses import Batch, DQNLoss, mask_illegal
+from shoal.agent.losses import Batch, DQNLoss, LossValue, mask_illegal
 from shoal.agent.networks import Params, QNetwork, apply_network
 from shoal.config import DQNConfig
 
@@ -195,9 +195,7 @@ class HybridLoss(DQNLoss):
         self.beta = beta
         self.max_weight = max_weight
 
-    def __call__(
-        self, params: Params, target_params: Params, batch: HybridBatch
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, params: Params, target_params: Params, batch: HybridBatch) -> LossValue:
         """Huber TD loss plus the weighted continuous regression, and the per-sample TD
         errors (detached) for replay priorities."""
         (_, mu_tm1), q_a, target = self.td_terms(params, target_params, batch)

@@ -35,7 +35,18 @@ from shoal.agent.device import to_device
 from shoal.agent.networks import Params, apply_network
 from shoal.agent.targets import td_target
 
-__all__ = ["Batch", "DQNLoss", "batch_tensors", "bootstrap_values", "mask_illegal"]
+__all__ = [
+    "Batch",
+    "DQNLoss",
+    "LossValue",
+    "batch_tensors",
+    "bootstrap_values",
+    "mask_illegal",
+]
+
+LossValue = tuple[torch.Tensor, torch.Tensor]
+"""What every loss returns: the importance-weighted loss (a scalar, or one per stacked
+agent) and each sample's TD error, detached, for its replay priority."""
 
 
 @dataclass
@@ -187,9 +198,7 @@ class DQNLoss:
         q_a = _q_part(out_tm1).gather(-1, batch.action.unsqueeze(-1)).squeeze(-1)
         return out_tm1, q_a, target
 
-    def __call__(
-        self, params: Params, target_params: Params, batch: Batch
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, params: Params, target_params: Params, batch: Batch) -> LossValue:
         """``(loss, td_errors)`` for one batch."""
         _, q_a, target = self.td_terms(params, target_params, batch)
         per_sample = F.huber_loss(q_a, target, reduction="none", delta=self.huber_delta)

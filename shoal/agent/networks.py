@@ -42,6 +42,7 @@ __all__ = [
     "load_weights",
     "make_q_network",
     "network_args",
+    "recurrent_q",
 ]
 
 Params = Mapping[str, torch.Tensor]
@@ -67,6 +68,18 @@ def apply_network(network: nn.Module, params: Params, obs: torch.Tensor, *rest: 
     if not obs.is_floating_point():
         obs = obs.float()
     return functional_call(_thread_copy(network), params, (obs, *rest), strict=False)
+
+
+def recurrent_q(
+    network: nn.Module, params: Params, obs: Any, states: torch.Tensor, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One step of a recurrent network: Q-values for a batch of observations and each
+    row's next memory. The observations cross to ``device`` as the network reads them (its
+    ``obs_dtype``: MAPF's packed bits stay bytes), the memories with them. Every recurrent
+    actor, policy and player steps its network through here."""
+    dtype = getattr(network, "obs_dtype", torch.float32)
+    x = torch.as_tensor(obs, dtype=dtype, device=device)
+    return apply_network(network, params, x, states.to(device))
 
 
 def load_weights(network: nn.Module, weights: Params) -> None:

@@ -35,7 +35,7 @@ from torch import nn
 
 from shoal.agent.device import to_device
 from shoal.agent.learner import Learner
-from shoal.agent.losses import Batch, mask_illegal
+from shoal.agent.losses import Batch, LossValue, mask_illegal
 from shoal.agent.networks import (
     BoardEncoder,
     ImageEncoder,
@@ -175,9 +175,7 @@ class QuantileLoss:
         self.kappa = kappa
         self.action_mask = action_mask
 
-    def __call__(
-        self, params: Params, target_params: Params, batch: QuantileBatch
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, params: Params, target_params: Params, batch: QuantileBatch) -> LossValue:
         """``(loss, td_errors)`` for one batch."""
         net = self.network
         with torch.no_grad():

@@ -22,7 +22,7 @@ import torch
 from shoal.agent.acting import ActingRequest, BatchActing, Sent, Taken
 from shoal.agent.actor import Actor
 from shoal.agent.batch_actor import Finished, Steps
-from shoal.agent.networks import apply_network
+from shoal.agent.networks import recurrent_q
 from shoal.replay.items import stack_items
 from shoal.replay.sequence import SequenceWriter
 
@@ -55,8 +55,7 @@ class RecurrentActor(Actor):
             self.begin(range(len(obs)), len(obs))
         assert self.states is not None
         self.held = self.states.cpu().numpy()
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-        q, self.states = apply_network(self.network, self.params, x, self.states)
+        q, self.states = recurrent_q(self.network, self.params, obs, self.states, self.device)
         actions = q.argmax(dim=-1).cpu().numpy()
         explore = self.rng.random(len(obs)) < epsilons
         if explore.any():
@@ -94,9 +93,9 @@ class RecurrentPolicy:
     def __call__(self, obs: np.ndarray, envs: Sequence[int]) -> np.ndarray:
         """Greedy actions for the observations of ``envs``."""
         rows = list(envs)
-        x = torch.as_tensor(obs, dtype=torch.float32, device=self.actor.device)
         index = torch.as_tensor(rows, dtype=torch.long, device=self.states.device)
-        q, nxt = apply_network(self.actor.network, self.actor.params, x, self.states[index])
+        actor = self.actor
+        q, nxt = recurrent_q(actor.network, actor.params, obs, self.states[index], actor.device)
         self.states = self.states.index_copy(0, index, nxt)
         return q.argmax(dim=-1).cpu().numpy()
 

@@ -42,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from shoal.agent.learner import Learner
-from shoal.agent.losses import batch_tensors
+from shoal.agent.losses import LossValue, batch_tensors
 from shoal.agent.networks import Params
 from shoal.config import DQNConfig
 
@@ -229,9 +229,7 @@ class SequenceDQNLoss:
             valid = valid * rows
         return target - q_a, valid
 
-    def __call__(
-        self, params: Params, target_params: Params, batch: SequenceBatch
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def __call__(self, params: Params, target_params: Params, batch: SequenceBatch) -> LossValue:
         """``(loss, priorities)`` for one batch: the loss averages every item's valid
         steps (and agents), weighted by the item's importance weight."""
         delta, valid = self.td_errors(params, target_params, batch)

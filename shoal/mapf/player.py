@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.networks import Params
+from shoal.agent.networks import Params, recurrent_q
 from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
 from shoal.config import Config
 from shoal.envs.mapf import MapfEnv
@@ -214,9 +214,7 @@ class MapfPlayer:
         for _ in range(steps):
             obs = np.stack([world.obs for world in self.worlds])
             before = self.state.clone()
-            q, self.state = self.network.apply_params(
-                params, torch.as_tensor(obs, device=device), self.state.to(device)
-            )
+            q, self.state = recurrent_q(self.network, params, obs, self.state, device)
             self.state = self.state.cpu()
             actions = self._actions(q.cpu().numpy(), eps)
             for w, world in enumerate(self.worlds):
@@ -351,7 +349,7 @@ def play_greedy(
     results: dict[int, Episode] = {}
     while live:
         obs = np.stack([layout.pack(worlds[i].last_obs, worlds[i].comm_mask()) for i in live])
-        q, nxt = network.apply_params(params, torch.as_tensor(obs, device=device), state[live])
+        q, nxt = recurrent_q(network, params, obs, state[live], device)
         state[live] = nxt
         q_rows = q.cpu().numpy()
         still = []
