@@ -17,65 +17,11 @@ Example:
 
 from __future__ import annotations
 
-from shoal.config.help import describe_config, describe_section, field_docs
-from shoal.config.loading import (
-    CONFIG_VERSION,
-    RENAMED_KEYS,
-    config_to_dict,
-    load_config,
-    load_run_config,
-    load_section,
-    parse_override,
-    parse_value,
-    read_toml,
-    save_config,
-)
-from shoal.config.presets import PRESET_DIR, preset_names
-from shoal.config.schema import (
-    APEX_SPREAD,
-    COMPILE_MODES,
-    ENCODERS,
-    MAX_BATCH,
-    VECTOR_ENGINES,
-    Config,
-    DQNConfig,
-    EnvConfig,
-    ExploreConfig,
-    ReplayConfig,
-    RunConfig,
-    param,
-)
-from shoal.config.values import INT64_MAX, INT64_MIN, validate_fields
+from shoal.config import help, loading, presets, schema, values
+from shoal.config.help import *  # noqa: F403 - the package's names are its parts'
+from shoal.config.loading import *  # noqa: F403
+from shoal.config.presets import *  # noqa: F403
+from shoal.config.schema import *  # noqa: F403
+from shoal.config.values import *  # noqa: F403
 
-__all__ = [
-    "APEX_SPREAD",
-    "COMPILE_MODES",
-    "CONFIG_VERSION",
-    "ENCODERS",
-    "INT64_MAX",
-    "INT64_MIN",
-    "MAX_BATCH",
-    "PRESET_DIR",
-    "RENAMED_KEYS",
-    "VECTOR_ENGINES",
-    "Config",
-    "DQNConfig",
-    "EnvConfig",
-    "ExploreConfig",
-    "ReplayConfig",
-    "RunConfig",
-    "config_to_dict",
-    "describe_config",
-    "describe_section",
-    "field_docs",
-    "load_config",
-    "load_run_config",
-    "load_section",
-    "param",
-    "parse_override",
-    "parse_value",
-    "preset_names",
-    "read_toml",
-    "save_config",
-    "validate_fields",
-]
+__all__ = [*help.__all__, *loading.__all__, *presets.__all__, *schema.__all__, *values.__all__]

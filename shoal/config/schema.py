@@ -14,8 +14,10 @@ from shoal.errors import ConfigError
 from shoal.run.imports import LOCAL_OBJECTS, check_path_syntax
 
 __all__ = [
+    "APEX_SPREAD",
     "COMPILE_MODES",
     "ENCODERS",
+    "MAX_BATCH",
     "VECTOR_ENGINES",
     "Config",
     "DQNConfig",
