@@ -39,14 +39,16 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-METHODS = ("shoal", "sb3-dqn", "sb3-ppo", "shoal-8envs", "shoal-processes-8envs")
+METHODS = ("shoal", "sb3-dqn", "sb3-ppo", "shoal-8envs", "shoal-processes-8envs", "shoal-c51")
 SHOAL_VARIANTS = {
     "shoal": [],
     "shoal-8envs": ["env.num_envs=8"],
     "shoal-processes-8envs": ["env.num_envs=8", "run.runner=processes", "processes.workers=2"],
+    "shoal-c51": ["run.recipe='c51'", "c51.v_min=0", "c51.v_max=100"],
 }
 """shoal's runs: the preset (one env, serial), 8 envs per actor on serial and on processes
-(2 workers), everything else the preset's."""
+(2 workers), C51 in place of DQN (its support over CartPole's discounted returns, 0 to
+100), everything else the preset's."""
 SB3_BUDGETS = {"sb3-dqn": 50_000, "sb3-ppo": 100_000}
 """Env step budgets of the SB3 runs (shoal's comes from its preset)."""
 EVAL_EVERY = 1000

@@ -119,8 +119,9 @@ VARIANTS = {
     "agents/iqn": [*IQN, *NOISY],
     "processes/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, *ONE_WORKER],
     "ray/iqn": [*IQN, *BATCHED, *NOISY, IQN_TORSO, *ONE_ACTOR],
-    # C51 on every DQN runner (the acting, transports and priorities are the shared ones)
-    **{f"{name}/c51": C51 for name in DQN_RUNNERS},
+    # C51 on every DQN runner (the acting, transports and priorities are the shared ones),
+    # and K stacked C51 agents
+    **{f"{name}/c51": C51 for name in (*DQN_RUNNERS, "agents")},
     # R2D2 on every DQN runner, one env or 4 (and test_serial_runner's exact resume)
     **{f"{name}/r2d2": R2D2 for name in ("serial", "threads")},
     "processes/r2d2": [*R2D2, *BATCHED, *ONE_WORKER],
