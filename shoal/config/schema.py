@@ -256,9 +256,11 @@ class RunConfig:
     """Training scheme: one of the registered runners (``shoal train --help`` lists them,
     each with its own config section)."""
     recipe: str = param("auto", code="recipe")
-    """The agent every runner trains: a registered recipe ('dqn', 'iqn', 'r2d2', 'mapf'),
-    a 'module:Class' path to your own (a subclass of shoal.recipes.dqn.DQNRecipe, say, with
-    its own loss), or 'auto': the env's own recipe (shoal/Mapf-v0: 'mapf'), else 'dqn'."""
+    """The agent every runner trains: a registered recipe ('dqn', 'iqn', 'r2d2', 'c51',
+    'hybrid', 'mapf'), a 'module:Class' path to your own (a subclass of
+    shoal.recipes.dqn.DQNRecipe with its own loss, say, or of
+    shoal.recipes.base.ActionValueRecipe), or 'auto': the env's own recipe
+    (shoal/Mapf-v0: 'mapf', shoal/HybridTarget-v0: 'hybrid'), else 'dqn'."""
     total_steps: int = param(50_000, gt=0)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     max_minutes: float | None = param(None, gt=0.0, le=1e7)

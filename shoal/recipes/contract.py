@@ -5,7 +5,8 @@ items, tasks and evaluation); a runner is how its experience moves. Runners call
 members of :class:`Recipe` and read only its :class:`RecipeTraits`, and
 ``tests/test_layout.py`` fails a runner that reaches for anything else, so a new algorithm
 cannot be asked for something it never declared, nor silently drop what it is handed: a
-recipe's methods take named arguments and :class:`ActingRequest`, never ``**kwargs``.
+recipe's methods take named arguments and records (:class:`ActorWeights`, the acting's
+``ActingRequest``), never ``**kwargs``.
 
 What a recipe cannot do it refuses in :meth:`Recipe.check`, by name, on every runner
 (:attr:`RecipeTraits.runners` first).
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
     from shoal.config import Config
     from shoal.envs import EnvSpec
 
-__all__ = ["RECIPE_MEMBERS", "ActingRequest", "ActorWeights", "Recipe", "RecipeTraits"]
+__all__ = ["RECIPE_MEMBERS", "ActorWeights", "Recipe", "RecipeTraits"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,6 @@ class RecipeTraits:
     serves_after: Literal["item", "batch"] = "item"
     """What replay holds before it serves an update: one item, or a whole batch
     (sequences: no burst of updates on the first few); updates owed before are dropped."""
-
     flush_on_finish: bool = False
     """A finished run flushes its running episodes to replay (its episodes cannot be
     re-created from a checkpoint); else they stay in the checkpoint for ``--resume``."""
