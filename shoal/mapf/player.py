@@ -75,17 +75,12 @@ def build_learner(cfg: Config) -> SequenceDQN:
 
 
 def make_world(cfg: MapfConfig, stage: Stage) -> MapfEnv:
-    """A generated world of ``stage`` (agents, map side) with the section's rules."""
+    """A generated world of ``stage`` (agents, map side) with the section's rules: its
+    view and communication, episode length, idle cost and training density. Training and
+    the held-out evaluation make their worlds here."""
     agents, size = stage
-    return MapfEnv(
-        agents,
-        size=size,
-        density=cfg.density,
-        fov=cfg.fov,
-        k_comm=cfg.k_comm,
-        max_steps=cfg.max_steps,
-        stay_off_goal=cfg.stay_off_goal,
-    )
+    rules = ("density", "fov", "k_comm", "max_steps", "stay_off_goal")
+    return MapfEnv(agents, size=size, **{rule: getattr(cfg, rule) for rule in rules})
 
 
 def sequence_writer(r: R2D2Config) -> SequenceWriter:

@@ -42,6 +42,7 @@ from shoal.mapf.player import (
     MapfPlayer,
     build_learner,
     build_network,
+    make_world,
     play_greedy,
     sequence_specs,
 )
@@ -334,10 +335,8 @@ class HeldOutEvaluator:
         if self._worlds is None:
             self._worlds = []
             for agents, size in zip(m.eval_agents, m.eval_sizes):
-                worlds = [
-                    MapfEnv(agents, size=size, fov=m.fov, k_comm=m.k_comm, max_steps=m.max_steps)
-                    for _ in range(r.episodes_per_eval())
-                ]
+                # each instance's density is drawn at every evaluation
+                worlds = [make_world(m, (agents, size)) for _ in range(r.episodes_per_eval())]
                 self._worlds.append(((agents, size), worlds))
         rng = np.random.default_rng(derive_seed(seed, SeedStream.EVAL, 1))
         lo, hi = m.eval_density

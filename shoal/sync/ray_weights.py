@@ -14,14 +14,13 @@ arrive one pull period later); while it holds no weights at all it waits.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
 from shoal.sync.weight_server import WeightServer
-from shoal.sync.weights import Versioned
+from shoal.sync.weights import Meta, Versioned, Weights
 
 __all__ = ["RayWeightStore", "WeightServer"]
 
@@ -47,11 +46,7 @@ class RayWeightStore:
         """The last publish's call to the server."""
 
     def publish(
-        self,
-        state: Mapping[str, torch.Tensor],
-        meta: Mapping[str, float] | None = None,
-        *,
-        version: int | None = None,
+        self, state: Weights, meta: Meta | None = None, *, version: int | None = None
     ) -> int:
         """Put a numpy copy of ``state`` in the object store and announce it; returns its
         version (``version`` if given and newer, else the previous + 1)."""

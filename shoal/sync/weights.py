@@ -24,12 +24,19 @@ import torch
 from shoal.sync.segments import Segment
 
 __all__ = [
+    "Meta",
+    "Weights",
     "LocalWeightStore",
     "SharedWeightStore",
     "SharedWeightsHandle",
     "Versioned",
     "WeightStore",
 ]
+
+Weights = Mapping[str, torch.Tensor]
+"""Weights by ``state_dict`` name: what a store publishes."""
+Meta = Mapping[str, float]
+"""Named values published with the weights (``epsilon``, ``opponent``)."""
 
 
 @dataclass(frozen=True)
@@ -38,9 +45,9 @@ class Versioned:
 
     version: int
     """Only goes up: a reader keeps it and asks for anything newer."""
-    state: Mapping[str, torch.Tensor]
+    state: Weights
     """The weights by ``state_dict`` name."""
-    meta: Mapping[str, float] = field(default_factory=dict)
+    meta: Meta = field(default_factory=dict)
     """Named values published with the weights (e.g. ``epsilon``, ``opponent``)."""
 
 
@@ -48,7 +55,7 @@ class Versioned:
 class WeightStore(Protocol):
     """What every weight transport offers (in-process, shared memory, Ray object store)."""
 
-    def publish(self, state: Mapping[str, torch.Tensor], meta: Mapping[str, float] = ...) -> int:
+    def publish(self, state: Weights, meta: Meta = ...) -> int:
         """Store a copy of ``state`` with ``meta``; returns the new version."""
         ...
 
@@ -82,11 +89,7 @@ class LocalWeightStore:
         return -1 if latest is None else latest.version
 
     def publish(
-        self,
-        state: Mapping[str, torch.Tensor],
-        meta: Mapping[str, float] | None = None,
-        *,
-        version: int | None = None,
+        self, state: Weights, meta: Meta | None = None, *, version: int | None = None
     ) -> int:
         """Store a copy of ``state``; returns its version (``version`` if given and newer,
         else the previous version + 1). An older version than the stored one is ignored."""
@@ -175,9 +178,7 @@ class SharedWeightStore:
         """Publishes so far (0: nothing published yet)."""
         return int(self._seq[0]) // 2
 
-    def publish(
-        self, state: Mapping[str, torch.Tensor], meta: Mapping[str, float] | None = None
-    ) -> int:
+    def publish(self, state: Weights, meta: Meta | None = None) -> int:
         """Write ``state`` (same keys and shapes as the template) and ``meta`` (keys from
         ``meta_keys``); returns the new version. One writer only: the learner."""
         meta = dict(meta or {})
