@@ -230,7 +230,10 @@ def _tune_parser(sub: argparse._SubParsersAction) -> None:
     tune.add_argument("--resume", dest="study_resume", metavar="DIR", help="continue a study")
     _add_trust_code(tune, "--resume: the study")
     tune.add_argument(
-        "--ray", action="store_true", help="trials as tasks of a Ray cluster (default: local Ray)"
+        "--ray",
+        action="store_true",
+        help="run trials as Ray tasks (on a local Ray, or at --ray-address); without it, "
+        "trials are local processes",
     )
     tune.add_argument(
         "--ray-address",
@@ -470,7 +473,7 @@ def _train(args: argparse.Namespace) -> int:
         else ""
     )
     print(
-        f"run {result.run_dir}: eval return {result.eval_return:.1f}{_best(result)}, "
+        f"run {result.run_dir}: eval return {_shown(result.eval_return)}{_best(result)}, "
         f"{result.env_steps} env steps, {result.updates} updates, "
         f"{result.wall_seconds:.1f} s{solved}"
     )
@@ -483,7 +486,13 @@ def _best(result: TrainResult) -> str:
     best = result.best_eval_return
     if best is None or best == result.eval_return:
         return ""
-    return f" (best {best:.1f}, in best.pt)"
+    return f" (best {_shown(best)}, in best.pt)"
+
+
+def _shown(value: float) -> str:
+    """A return as the final line shows it: one decimal from 10 up, two below (a return
+    of 0.87 is not 0.9)."""
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:.2f}"
 
 
 def _tune(args: argparse.Namespace) -> int:

@@ -259,24 +259,28 @@ def test_end_line_shows_the_best_evaluation_beside_the_last(tmp_path, tiny, caps
     evals = [
         float(r["eval_mean"]) for r in read_metrics(run / "metrics.csv") if r["kind"] == "eval"
     ]
+    from shoal.cli import _shown
+
     if max(evals) != evals[-1]:
-        assert f"eval return {evals[-1]:.1f} (best {max(evals):.1f}, in best.pt)" in out
+        assert f"eval return {_shown(evals[-1])} (best {_shown(max(evals))}, in best.pt)" in out
     else:
-        assert f"eval return {evals[-1]:.1f}," in out
+        assert f"eval return {_shown(evals[-1])}," in out
 
     # Whatever this run's evaluations did, both forms of the line.
     from shoal import api
     from shoal.run.loop import TrainResult
 
-    def fake(best: float | None) -> TrainResult:
-        return TrainResult(str(run), 10.0, 5, 1.0, 3, None, None, best)
+    def fake(last: float, best: float | None) -> TrainResult:
+        return TrainResult(str(run), last, 5, 1.0, 3, None, None, best)
 
-    for best, expected in (
-        (42.0, "eval return 10.0 (best 42.0, in best.pt), 5 env steps"),
-        (10.0, "eval return 10.0, 5 env steps"),
-        (None, "eval return 10.0, 5 env steps"),
+    for last, best, expected in (
+        (10.0, 42.0, "eval return 10.0 (best 42.0, in best.pt), 5 env steps"),
+        (10.0, 10.0, "eval return 10.0, 5 env steps"),
+        (10.0, None, "eval return 10.0, 5 env steps"),
+        (0.87, 0.9, "eval return 0.87 (best 0.90, in best.pt), 5 env steps"),  # not 0.9
     ):
-        monkeypatch.setattr(api, "train", lambda *a, best=best, **k: fake(best))
+        result = fake(last, best)
+        monkeypatch.setattr(api, "train", lambda *a, result=result, **k: result)
         code, out, _ = run_cli(capsys, "train", "cartpole")
         assert code == 0 and expected in out, out
 
@@ -307,3 +311,12 @@ def test_eval_plays_on_the_runs_torch_threads(tmp_path, tiny, capsys, monkeypatc
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_an_unknown_namespace_suggests_importing_its_package(capsys):
+    code, _, err = run_cli(capsys, "train", "--env", "my_pkg/Mine-v0", "--steps", "10")
+    assert code == 2
+    assert "Namespace my_pkg not found" in err and "--import my_pkg" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = run_cli(capsys, "train", "--env", "NoSuchEnv-v0", "--steps", "10")
+    assert code == 2 and "--import" not in err  # a missing id is not a missing package

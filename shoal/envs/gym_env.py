@@ -74,6 +74,19 @@ def _hybrid_parts(space: gym.Space) -> tuple[gym.spaces.Discrete, gym.spaces.Box
     return (disc, box) if ok else None
 
 
+def _hint(env_id: str, error: Exception) -> str:
+    """What to try when gymnasium does not know ``env_id``'s namespace: the package that
+    registers it is imported with ``--import`` (``env.imports``), or named in the id."""
+    if not isinstance(error, gym.error.NamespaceNotFound):
+        return ""
+    namespace = env_id.split("/")[0]
+    module = namespace.lower()
+    return (
+        f" If a package registers it, import it first: --import {module} (env.imports),"
+        f" or env.id = '{module}:{env_id}'"
+    )
+
+
 def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
     """Create the env, rejecting ids that do not exist and action spaces DQN cannot act in
     (anything but Discrete, or Tuple(Discrete, bounded 1-D Box) for hybrid actions).
@@ -88,7 +101,9 @@ def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
             warnings.simplefilter("ignore")
             env = _make(cfg, evaluation)
     except gym.error.Error as e:
-        raise EnvError(f"env.id {cfg.id!r}: cannot be made by gymnasium: {e}") from None
+        raise EnvError(
+            f"env.id {cfg.id!r}: cannot be made by gymnasium: {e}{_hint(cfg.id, e)}"
+        ) from None
     except (ImportError, ModuleNotFoundError) as e:
         raise EnvError(f"env.id {cfg.id!r}: needs a package that is not installed: {e}") from None
     space = env.action_space
