@@ -532,6 +532,12 @@ def _tune(args: argparse.Namespace) -> int:
             f"study {result.study_dir}: best {result.best_value:.2f} (trial "
             f"{result.best_trial}; {counts}); train it with `shoal train {result.best_config}`"
         )
+        if result.warning:
+            print(
+                f"warning: trial {result.best_trial} may not have learned: {result.warning};"
+                " its score says little of its settings (give trials more env steps: --steps)",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -548,11 +554,16 @@ def _new_study(args: argparse.Namespace, tuning: Any) -> Any:
     fixed = [".".join(parse_override(o)[:2]) for o in args.overrides]
     space_file = read_space_file(args.space) if args.space else None
     space = SearchSpace.build(base, space_file, fixed)
+    # best.toml trains to the config's own budget, not the trials' (--steps, run.total_steps)
+    budget = {("run", "total_steps"), ("run", "max_minutes")}
+    own = load_config(args.config, [o for o in overrides if parse_override(o)[:2] not in budget])
     settings = tuning.TuneSettings(
         eval_episodes=args.eval_episodes,
         seed=base.run.seed,
         ray=bool(args.ray or args.tune_ray_address),
         ray_address=args.tune_ray_address or "",
+        train_steps=own.run.total_steps,
+        train_minutes=own.run.max_minutes,
     )
     for name in ("trials", "hours", "parallel"):
         if getattr(args, name) is not None:

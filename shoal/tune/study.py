@@ -12,9 +12,11 @@ machine):
 ``trials/NNNN/``
     each trial's run directory (config, metrics, checkpoints, curve);
 ``trials.csv``
-    a row per trial: state, score, env steps, seconds, parameters;
+    a row per trial: state, score, env steps, updates, evaluations (and the step of the
+    last), seconds, parameters;
 ``best.toml``
-    the best trial's config, for ``shoal train best.toml``.
+    the best trial's config, for ``shoal train best.toml``, with the tuned config's own
+    budget (not the trials') and a warning where the best trial may not have learned.
 
 The driver asks Optuna for a trial, fixes its config, and hands it to an executor (a
 process here, or a Ray task); trials report each evaluation to the storage themselves, so
@@ -38,6 +40,7 @@ from shoal.config import Config, config_to_dict, load_config, read_toml
 from shoal.errors import ConfigError
 from shoal.tune.space import SearchSpace, apply_values
 from shoal.tune.trial import TrialJob, TrialOutcome, make_pruner, open_storage, optuna_chose_it
+from shoal.tune.untrained import untrained_warning
 
 __all__ = ["TuneResult", "TuneSettings", "resume_study", "tune"]
 
@@ -74,6 +77,11 @@ class TuneSettings:
     """Trials as tasks of a Ray cluster (``ray_address``, else RAY_ADDRESS, else a local
     Ray)."""
     ray_address: str = ""
+    train_steps: int | None = None
+    """``run.total_steps`` of the config the study tunes, without the trials' budget
+    (``--steps``): what ``best.toml`` trains to (None: a study from before, the trials')."""
+    train_minutes: float | None = None
+    """Its ``run.max_minutes`` likewise (None: no time limit)."""
 
     def check(self) -> None:
         """A one-line ConfigError for a setting out of range."""
@@ -109,6 +117,8 @@ class TuneResult:
     """``best.toml``'s path."""
     trials: dict[str, int] = field(default_factory=dict)
     """Trials by state (complete, pruned, fail)."""
+    warning: str = ""
+    """Why the best trial may not have learned ('': no reason to think so)."""
 
 
 def _optuna() -> Any:
@@ -463,6 +473,9 @@ class _Study:
         number = outcome.number
         trial, job = self.asked.pop(number), self.jobs.pop(number)
         params = trial.params
+        trial.set_user_attr("env_steps", outcome.steps)
+        trial.set_user_attr("updates", outcome.updates)
+        trial.set_user_attr("evals", outcome.evals)
         if outcome.pruned:
             self.study.tell(trial, state=state.PRUNED)
             text = f"pruned after {outcome.steps} env steps"
@@ -499,6 +512,16 @@ class _Study:
             f"{value:.2f} over {self.s.eval_episodes} greedy episodes.\n"
             f"# Train it with: shoal train {self.dir / 'best.toml'}\n"
         )
+        if self.s.train_steps is not None:  # the config's own budget, not the trials'
+            limit = "" if cfg.run.max_minutes is None else f", {cfg.run.max_minutes} minutes"
+            head += (
+                f"# The trials trained {cfg.run.total_steps} env steps each{limit}; this"
+                " config trains to its own budget.\n"
+            )
+            cfg.run.total_steps, cfg.run.max_minutes = self.s.train_steps, self.s.train_minutes
+        doubt = self._doubt(number, value)
+        if doubt:
+            head += f"# Warning: it may not have learned: {doubt}.\n"
         atomic_write_text(self.dir / "best.toml", head + tomli_w.dumps(config_to_dict(cfg)))
 
     def _write_trials_csv(self) -> None:
@@ -507,19 +530,24 @@ class _Study:
         keys = list(self.space.dimensions)
         out = io.StringIO()
         writer = csv.writer(out)
-        writer.writerow(["trial", "state", "score", "last_step", "seconds", *keys])
+        head = ["trial", "state", "score", "env_steps", "updates", "evals", "last_eval_step"]
+        writer.writerow([*head, "seconds", *keys])
         for t in self.study.trials:
             seconds = (
                 (t.datetime_complete - t.datetime_start).total_seconds()
                 if t.datetime_complete and t.datetime_start
                 else ""
             )
+            evals = t.user_attrs.get("evals", [])
             writer.writerow(
                 [
                     t.number,
                     t.state.name.lower(),
                     "" if t.value is None else t.value,
-                    t.last_step if t.last_step is not None else "",
+                    t.user_attrs.get("env_steps", ""),
+                    t.user_attrs.get("updates", ""),
+                    len(evals),
+                    evals[-1] if evals else "",
                     seconds,
                     *(t.params.get(k, "") for k in keys),
                 ]
@@ -579,8 +607,18 @@ class _Study:
         except ValueError:
             return TuneResult(str(self.dir), None, None, None, counts)
         return TuneResult(
-            str(self.dir), best.value, best.number, str(self.dir / "best.toml"), counts
+            str(self.dir),
+            best.value,
+            best.number,
+            str(self.dir / "best.toml"),
+            counts,
+            self._doubt(best.number, best.value),
         )
+
+    def _doubt(self, number: int, value: float) -> str:
+        """Why trial ``number``, which scored ``value``, may not have learned ('')."""
+        run_dir = self.dir / "trials" / f"{number:04d}"
+        return untrained_warning(run_dir, value, self.base.dqn.batch_size)
 
 
 def _ray_executor(study: _Study) -> Any:

@@ -49,6 +49,10 @@ class TrialOutcome:
     pruned: bool = False
     steps: int = 0
     """Env steps trained."""
+    updates: int = 0
+    """Updates the trial's learner took."""
+    evals: list[int] = field(default_factory=list)
+    """The env steps its evaluations were at."""
     wall_s: float = 0.0
     """Seconds the trial took, start to score."""
     error: str = ""
@@ -108,8 +112,10 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         cfg = load_config(None, values=job.config)
         every = cfg.run.eval_every
         reported: set[int] = set()
+        evals: list[int] = []
 
         def report(step: int, mean: float) -> bool:
+            evals.append(step)
             # The pruner compares trials at equal steps; an evaluation put off (its share
             # of the wall time, run.eval_max_share) lands off the grid, so it is reported
             # at the grid step it was due at. The run's last evaluation (at its end, off
@@ -122,11 +128,12 @@ def run_trial(job: TrialJob) -> TrialOutcome:
             return trial.should_prune()
 
         result = train(cfg, run_dir=job.run_dir, on_eval=report)
+        done = {"steps": result.env_steps, "updates": result.updates, "evals": evals}
         if result.ended_early:
-            return TrialOutcome(job.number, None, True, result.env_steps, time.perf_counter() - t0)
+            return TrialOutcome(job.number, None, True, **done, wall_s=time.perf_counter() - t0)
         # The study made this run (its user wrote or trusted the config): its code runs.
         score = float(evaluate_run(job.run_dir, job.eval_episodes, trust_code=True).mean())
-        return TrialOutcome(job.number, score, False, result.env_steps, time.perf_counter() - t0)
+        return TrialOutcome(job.number, score, False, **done, wall_s=time.perf_counter() - t0)
     except KeyboardInterrupt:
         raise
     except Exception as e:

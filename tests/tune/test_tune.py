@@ -115,6 +115,28 @@ def test_a_tiny_study_end_to_end(tmp_path, capfd):
     )
 
 
+def test_a_budget_too_small_to_learn_is_said_and_best_toml_keeps_the_configs_own(tmp_path, capfd):
+    """--steps 1000 on CartPole ends every trial at its learning start: the best trial's
+    best.pt is untrained, which the study says; trials.csv reports each trial's updates and
+    evaluations; best.toml trains to the preset's budget, not the trials'."""
+    study = tmp_path / "study"
+    argv = ["tune", "cartpole", "--steps", "1000", "--trials", "1", "--eval-episodes", "2"]
+    over = sets(["run.eval_every=500", "run.eval_episodes=2", "run.stop_return=none"])
+    code = main([*argv, *over, "--study-dir", str(study), "--no-progress"])
+    _, err = capfd.readouterr()
+    assert code == 0, err
+    assert "warning: trial 0 may not have learned" in err and "best.pt is untrained" in err
+    (row,) = rows(study)
+    assert (row["updates"], row["evals"], row["last_eval_step"]) == ("0", "2", "1000")
+    assert int(row["env_steps"]) >= 1000
+    best = (study / "best.toml").read_text()
+    assert "# Warning: it may not have learned" in best
+    assert "The trials trained 1000 env steps each" in best
+    cfg = load_config(study / "best.toml")
+    assert cfg.run.total_steps == load_config("cartpole").run.total_steps == 50_000
+    assert cfg.run.max_minutes is None
+
+
 def test_a_trial_below_the_others_is_pruned(tmp_path):
     """A trial whose evaluation falls below the median of the finished ones at the same
     step ends there (the run stops early, checkpointed) and is told pruned."""
