@@ -85,19 +85,20 @@ class UpdateSchedule:
         points = step // self.train_freq - (first - 1) // self.train_freq
         return points * self.gradient_steps
 
-    def owe(self, step: int, ready: bool = True) -> int:
+    def owe(self, step: int, ready: Callable[[], bool] | None = None) -> int:
         """Updates owed now that ``step`` env steps are taken: the rule's updates up to
         ``step`` not handed out before (0 while learning has not started).
 
         The step alone says what is owed, so a runner that asks only now and then (every
         few epochs) gets the updates of every step since, and a run cut between a
         collection and its learning loses none. One rule for what is owed before replay
-        can serve (``ready`` False: fewer items than :func:`replay_minimum`, or an agent's
-        buffer empty): those updates are dropped, handed out and never taken, so the first batch
-        of sequences brings no burst of updates; every runner asks this way."""
+        can serve (``ready()`` False: fewer items than :func:`replay_minimum`, or an agent's
+        buffer empty): those updates are dropped, handed out and never taken, so the first
+        batch of sequences brings no burst of updates; every runner asks this way.
+        ``ready`` is asked only when updates are owed (most env steps owe none)."""
         owed = max(0, self.due(step) - self.granted)
         self.granted += owed
-        return owed if ready else 0
+        return owed if owed == 0 or ready is None or ready() else 0
 
     def give_back(self, updates: int) -> None:
         """Updates handed out and not taken (a run cut mid-learning): owed again at the

@@ -438,7 +438,7 @@ class ProcessesRunner(DQNRunner):
         """The updates the schedule owes for the env steps collected (or
         ``learning_steps_per_batch``), then publish the weights with the new epsilon."""
         self._step = step
-        owed = self.schedule.owe(step, ready=self.replay_ready())
+        owed = self.schedule.owe(step, ready=self.replay_ready)
         fixed = self.cfg.processes.learning_steps_per_batch
         if fixed and step >= self.cfg.run.learning_starts:
             owed = fixed

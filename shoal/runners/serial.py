@@ -106,7 +106,7 @@ class SerialRunner(DQNRunner):
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
         once learning starts)."""
-        owed = self.schedule.owe(step, ready=self.replay_ready())
+        owed = self.schedule.owe(step, ready=self.replay_ready)
         if owed:
             self.on_train_point(owed)
 

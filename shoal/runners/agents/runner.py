@@ -291,7 +291,7 @@ class AgentsRunner(Runner):
         learning thread. Rounds owed while an agent's buffer is still empty are dropped."""
         if self.epochs % self.cfg.agents.train_interval:
             return
-        rounds = self.schedule.owe(step, ready=min(len(b) for b in self.replays) > 0)
+        rounds = self.schedule.owe(step, ready=lambda: min(len(b) for b in self.replays) > 0)
         if rounds == 0:
             return
         if self._thread is not None:

@@ -379,8 +379,7 @@ class RayRunner(DQNRunner):
         # steps collected, as the serial oracle's does, and owed updates before are
         # dropped by the one rule (UpdateSchedule.owe).
         self._step = step
-        ready = step >= self.cfg.run.learning_starts and self._replay_ready(wait=True)
-        owed = self.schedule.owe(step, ready=ready)
+        owed = self.schedule.owe(step, ready=lambda: self._replay_ready(wait=True))
         if not owed:
             return
         t0 = time.perf_counter()
