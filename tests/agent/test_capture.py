@@ -41,6 +41,10 @@ RECIPES = {
         ["run.recipe='r2d2'", "r2d2.length=8", "r2d2.burn_in=4", "r2d2.period=4"],
     ),
     "hybrid": ("hybrid", []),
+    "c51": (
+        "cartpole",
+        ["run.recipe='c51'", "c51.n_atoms=11", "c51.v_min=0", "c51.v_max=100", "dqn.hidden=[32]"],
+    ),
     "user network": (
         "cartpole",
         ["dqn.network='tests.user_code.qnets:layernorm_mlp'", "replay.prioritized=true"],
