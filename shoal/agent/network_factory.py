@@ -14,6 +14,11 @@ builds it from the same path, which the run's ``config.toml`` records.
 It is checked before any work: the path imports, names a callable, the callable returns a
 module, and the module gives ``(batch, n_actions)`` floats for a probe batch. Each failure
 is one line naming ``dqn.network``.
+
+A recurrent recipe's (R2D2's) network carries a memory: its ``forward(obs, state)``
+returns ``(q, next_state)`` and its ``initial_state(batch)`` gives the memory an episode
+starts from, one float tensor ``(batch, size)`` (an LSTM's ``(h, c)`` side by side), which
+replay stores with each sequence (:func:`build_user_recurrent`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,14 @@ from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, first_line
 from shoal.run.imports import check_factory, load_object
 
-__all__ = ["KEY", "build_user_network", "build_user_torso", "check_output"]
+__all__ = [
+    "KEY",
+    "build_user_network",
+    "build_user_recurrent",
+    "build_user_torso",
+    "check_output",
+    "memory_width",
+]
 
 KEY = "dqn.network"
 """The config key naming the factory."""
@@ -44,6 +56,69 @@ def build_user_network(path: str, spec: EnvSpec) -> nn.Module:
     network = _call_factory(path, spec, KEY)
     check_output(path, network, spec)
     return network
+
+
+RECURRENT = (
+    "forward(obs, state) -> (q, next_state) and initial_state(batch) -> state, one float "
+    "tensor (batch, size)"
+)
+"""What a recurrent recipe's network must have, as its errors say."""
+
+
+def build_user_recurrent(path: str, spec: EnvSpec) -> nn.Module:
+    """The module ``path``'s factory returns for ``spec``'s spaces as a recurrent
+    Q-network, checked on a probe batch (see the module docstring) and marked
+    ``recurrent`` (actors then carry its memory)."""
+    network = _call_factory(path, spec, KEY)
+    init = getattr(network, "initial_state", None)
+    if not callable(init):
+        raise ConfigError(
+            f"config key {KEY!r}: the network of {path} has no initial_state(batch); the "
+            f"'r2d2' recipe's network needs {RECURRENT}"
+        )
+    state = _probe_state(path, init)
+    out, x = _on_probe_batch(network, "network", path, spec, KEY, state)
+    if not (isinstance(out, tuple) and len(out) == 2):
+        raise ConfigError(
+            f"config key {KEY!r}: forward(obs, state) of {path} returned a "
+            f"{type(out).__name__}, not (q, next_state); it needs {RECURRENT}"
+        )
+    shape = tuple(x.shape)
+    _check_tensor(path, out[0], shape, (PROBE_BATCH, spec.n_actions), Q_VALUES)
+    _check_tensor(path, out[1], shape, tuple(state.shape), "the next state, as initial_state's")
+    network.recurrent = True
+    return network
+
+
+def _probe_state(path: str, init: Any) -> torch.Tensor:
+    """``init(PROBE_BATCH)``: a float tensor ``(batch, size)``, or one line."""
+    try:
+        with torch.no_grad():
+            state = init(PROBE_BATCH)
+    except Exception as e:
+        raise ConfigError(
+            f"config key {KEY!r}: initial_state({PROBE_BATCH}) of {path} raised {first_line(e)}"
+        ) from e
+    ok = isinstance(state, torch.Tensor) and state.dim() == 2 and state.is_floating_point()
+    if not ok or state.shape[0] != PROBE_BATCH:
+        got = type(state).__name__
+        if isinstance(state, torch.Tensor):
+            got += f" {state.dtype} of shape {tuple(state.shape)}"
+        raise ConfigError(
+            f"config key {KEY!r}: initial_state({PROBE_BATCH}) of {path} returned a {got}; "
+            "it must be one float tensor (batch, size) (an LSTM's (h, c) side by side)"
+        )
+    return state
+
+
+def memory_width(network: nn.Module) -> int:
+    """The width of the memory a recurrent network carries (what replay stores per
+    sequence): shoal's networks say it, a user's gives it from its initial state."""
+    own = getattr(network, "state_size", None)
+    if isinstance(own, int):
+        return own
+    with torch.no_grad():
+        return int(network.initial_state(1).shape[-1])  # type: ignore[operator]
 
 
 def build_user_torso(path: str, spec: EnvSpec, key: str) -> tuple[nn.Module, int]:
@@ -99,19 +174,26 @@ def _probe_batch(spec: EnvSpec) -> torch.Tensor:
 
 
 def _on_probe_batch(
-    module: nn.Module, role: str, path: str, spec: EnvSpec, key: str
+    module: nn.Module, role: str, path: str, spec: EnvSpec, key: str, *rest: Any
 ) -> tuple[Any, torch.Tensor]:
-    """What ``module`` (the user's ``role``) gives for a probe batch, and the batch; one
-    line naming ``key`` if it fails."""
+    """What ``module`` (the user's ``role``) gives for a probe batch (and ``rest``: a
+    recurrent network's state), and the batch; one line naming ``key`` if it fails."""
     x = _probe_batch(spec)
     try:
         with torch.no_grad():
-            return module(x), x
+            return module(x, *rest), x
     except Exception as e:
         raise ConfigError(
             f"config key {key!r}: the {role} of {path} failed on a batch of observations "
-            f"of shape {tuple(x.shape)}: {first_line(e)}"
+            f"of shape {tuple(x.shape)}{_and_state(rest)}: {first_line(e)}"
         ) from e
+
+
+def _and_state(rest: tuple[Any, ...]) -> str:
+    """How a probe call's state is said (none: feed-forward)."""
+    if not rest:
+        return ""
+    return f" and a state of shape {tuple(rest[0].shape)} (it needs {RECURRENT})"
 
 
 def check_output(path: str, network: nn.Module, spec: EnvSpec) -> None:

@@ -29,6 +29,16 @@ from shoal.replay.sequence import SequenceWriter
 __all__ = ["RecurrentActor", "SequenceActing", "RecurrentPolicy"]
 
 
+def fresh_memories(network: Any, states: torch.Tensor, rows: Sequence[int]) -> torch.Tensor:
+    """``states`` with ``rows`` at the network's initial state (episodes beginning there),
+    out of place: the states come out of inference mode, where acting runs."""
+    if not rows:
+        return states
+    index = torch.as_tensor(rows, dtype=torch.long, device=states.device)
+    fresh = network.initial_state(len(rows)).to(device=states.device, dtype=states.dtype)
+    return states.index_copy(0, index, fresh)
+
+
 class RecurrentActor(Actor):
     """Epsilon-greedy over a recurrent network, one memory per env of a batch (see the
     module docstring); :meth:`greedy` is the memoryless single step (evaluation plays
@@ -43,9 +53,7 @@ class RecurrentActor(Actor):
         """Fresh memory for ``envs`` (of ``n``), which begin episodes."""
         if self.states is None or len(self.states) != n:
             self.states = self.network.initial_state(n).to(self.device)
-        # out of place: the states come out of inference mode, where acting runs
-        index = torch.as_tensor(list(envs), dtype=torch.long, device=self.states.device)
-        self.states = self.states.index_fill(0, index, 0.0)
+        self.states = fresh_memories(self.network, self.states, list(envs))
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:
@@ -87,7 +95,7 @@ class RecurrentPolicy:
 
     def begin(self, env: int) -> None:
         """Env ``env`` begins an episode."""
-        self.states = self.states.index_fill(0, torch.tensor([env], device=self.states.device), 0.0)
+        self.states = fresh_memories(self.actor.network, self.states, [env])
 
     @torch.inference_mode()
     def __call__(self, obs: np.ndarray, envs: Sequence[int]) -> np.ndarray:

@@ -43,7 +43,7 @@ from torch import nn
 
 from shoal.agent.learner import Learner
 from shoal.agent.losses import LossValue, batch_tensors
-from shoal.agent.networks import Params
+from shoal.agent.networks import Params, apply_network
 from shoal.config import DQNConfig
 
 __all__ = ["SequenceBatch", "SequenceDQN", "SequenceDQNLoss", "nstep_targets", "unroll"]
@@ -128,7 +128,8 @@ def unroll(
     ``unroll(params, obs, state, mask, burn_in)`` (one that batches the per-step work, say)
     does it itself, and owes only the Q-values a loss reads: those of valid slots and of
     the slot after an item's last valid one (its bootstrap); any other network is stepped
-    by its ``apply_params`` slot by slot."""
+    slot by slot (:func:`~shoal.agent.networks.apply_network`: its ``apply_params``, or a
+    user's module called on explicit weights)."""
     own = getattr(network, "unroll", None)
     if own is not None:
         return own(params, obs, state, mask, burn_in)
@@ -137,7 +138,7 @@ def unroll(
         with torch.set_grad_enabled(t >= burn_in and torch.is_grad_enabled()):
             if t == burn_in:
                 state = state.detach()
-            q, nxt = network.apply_params(params, obs[:, t], state)
+            q, nxt = apply_network(network, params, obs[:, t], state)
             keep = mask[:, t].view(-1, *(1,) * (state.dim() - 1))
             state = torch.where(keep, nxt, state)
         qs.append(q)

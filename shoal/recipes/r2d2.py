@@ -1,5 +1,7 @@
 """The R2D2 recipe: recurrent DQN (Kapturowski et al. 2019) for single-agent envs, an MLP
-(``[dqn] hidden``) before an LSTM or GRU memory, learning from replayed sequences with
+(``[dqn] hidden``) before an LSTM or GRU memory, or the user's own recurrent network
+(``dqn.network``: ``forward(obs, state) -> (q, state)`` and ``initial_state(batch)``, see
+:mod:`shoal.agent.network_factory`), learning from replayed sequences with
 their stored memory and a burn-in (the sequence loss MAPF's agents use: double DQN,
 n-step, priorities mixing max and mean), acting with one memory per env, reset as each
 env's episode begins, and evaluated greedily with memory. Its settings are ``[r2d2]``'s.
@@ -15,6 +17,7 @@ from torch import nn
 
 from shoal.agent.acting import ActingRequest
 from shoal.agent.actor import Actor
+from shoal.agent.network_factory import build_user_recurrent, memory_width
 from shoal.agent.networks import RecurrentQNetwork
 from shoal.agent.sequence_acting import RecurrentActor, RecurrentPolicy, SequenceActing
 from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
@@ -29,9 +32,11 @@ from shoal.replay.sequence import SequenceWriter
 __all__ = ["R2D2Recipe", "make_recurrent_network"]
 
 
-def make_recurrent_network(cfg: Config, spec: EnvSpec) -> RecurrentQNetwork:
-    """The recurrent Q-network ``[dqn] hidden`` and ``[r2d2]`` describe, its weights drawn
-    from torch's generator."""
+def make_recurrent_network(cfg: Config, spec: EnvSpec) -> nn.Module:
+    """The recurrent Q-network: the user's (``dqn.network``), or the one ``[dqn] hidden``
+    and ``[r2d2]`` describe; its weights drawn from torch's generator."""
+    if cfg.dqn.network:
+        return build_user_recurrent(cfg.dqn.network, spec)
     r = cfg.r2d2
     return RecurrentQNetwork(
         spec.obs_dim, spec.n_actions, hidden=cfg.dqn.hidden, state_dim=r.state_dim, cell=r.cell
@@ -52,21 +57,29 @@ class R2D2Recipe(ActionValueRecipe):
     """One memory per env."""
 
     def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
-        """DQN's search space and the memory's size and cell."""
+        """DQN's search space and the memory's size and cell (a user's network: its
+        shape is the user's, so neither, nor ``dqn.hidden``)."""
+        space = value_search_space(cfg)
+        if cfg.dqn.network:
+            del space["dqn.hidden"]
+            return space
         return {
-            **value_search_space(cfg),
+            **space,
             "r2d2.state_dim": {"choices": [32, 64, 128]},
             "r2d2.cell": {"choices": ["lstm", "gru"]},
         }
 
+    def user_factories(self, cfg: Config) -> dict[str, str]:
+        """The user's recurrent network factory, where there is one."""
+        return {"dqn.network": cfg.dqn.network}
+
     def check(self, cfg: Config, spec: EnvSpec) -> None:
-        """The shared checks (discrete actions), and what R2D2 cannot take: a network of
-        the user's own, noisy layers, an engine that resets envs itself."""
-        if cfg.dqn.network:
-            raise ConfigError(
-                "config key 'dqn.network': the 'r2d2' recipe builds its recurrent network"
-                " ([dqn] hidden, [r2d2] cell and state_dim); leave dqn.network empty"
-            )
+        """The shared checks (discrete actions), a user's network that does not carry a
+        memory as R2D2 needs (one line), and what R2D2 cannot take: noisy layers, an
+        engine that resets envs itself."""
+        if cfg.dqn.network:  # imports, calls and probes the user's factory once
+            with torch.random.fork_rng():
+                make_recurrent_network(cfg, spec)
         if cfg.explore.noisy:
             raise ConfigError(
                 "config key 'explore.noisy': the 'r2d2' recipe's network has no noisy layers"
@@ -100,7 +113,7 @@ class R2D2Recipe(ActionValueRecipe):
         stored memory."""
         r = cfg.r2d2
         writer = SequenceWriter(r.length, burn_in=r.burn_in, period=r.period)
-        state = make_recurrent_network(cfg, spec).state_size
+        state = memory_width(make_recurrent_network(cfg, spec))
         return dict(writer.specs((spec.obs_dim,), state_shape=(state,)))
 
     def initial_priorities(

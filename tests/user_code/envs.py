@@ -1,7 +1,14 @@
-"""A user's package env, registered on import as ``UserCode/Guess-v0`` (the way a package
-registers its envs with gymnasium): each step shows one of ``sides`` lights, and naming it
-earns 1. Episodes last ``length`` steps. Random play earns ``length / sides``, reading the
-light ``length``."""
+"""A user's package envs, registered on import (the way a package registers its envs with
+gymnasium).
+
+``UserCode/Guess-v0``: each step shows one of ``sides`` lights, and naming it earns 1.
+Episodes last ``length`` steps. Random play earns ``length / sides``, reading the light
+``length``.
+
+``UserCode/Recall-v0``: a memory probe. The first step shows one of two cues, ``delay``
+blank steps follow, then a query; naming the first cue there earns 1 and ends the episode.
+Without memory the query is a coin toss (0.5); remembering the cue earns 1.
+"""
 
 from __future__ import annotations
 
@@ -37,3 +44,29 @@ class Guess(gym.Env):
 
 
 gym.register("UserCode/Guess-v0", entry_point=Guess)
+
+
+class Recall(gym.Env):
+    def __init__(self, delay: int = 4) -> None:
+        self.delay = delay
+        self.observation_space = spaces.Box(0.0, 1.0, (3,), np.float32)  # cue 0, cue 1, query
+        self.action_space = spaces.Discrete(2)
+        self._cue, self._t = 0, 0
+
+    def reset(self, *, seed: int | None = None, options: Any = None) -> tuple:
+        super().reset(seed=seed)
+        self._cue, self._t = int(self.np_random.integers(2)), 0
+        obs = np.zeros(3, np.float32)
+        obs[self._cue] = 1.0
+        return obs, {}
+
+    def step(self, action: Any) -> tuple:
+        self._t += 1
+        if self._t > self.delay:  # the query was shown: this action answers it
+            return np.zeros(3, np.float32), float(int(action) == self._cue), True, False, {}
+        obs = np.zeros(3, np.float32)
+        obs[2] = float(self._t == self.delay)
+        return obs, 0.0, False, False, {}
+
+
+gym.register("UserCode/Recall-v0", entry_point=Recall)

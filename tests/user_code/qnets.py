@@ -84,3 +84,64 @@ class _Summed(nn.Module):
 def summed_torso(observation_space: Any, action_space: Any) -> nn.Module:
     """A torso that drops the feature axis: ``(batch,)``, no width (rejected)."""
     return _Summed()
+
+
+class GRUQ(nn.Module):
+    """A recurrent Q-network as a user writes one: an MLP, a GRU cell, a linear head.
+    ``forward(obs, state) -> (q, state)``, memory ``(batch, 32)``, zero at an episode's
+    start."""
+
+    def __init__(self, n_in: int, n_actions: int, width: int = 64, memory: int = 32) -> None:
+        super().__init__()
+        self.encode = nn.Sequential(nn.Linear(n_in, width), nn.ReLU())
+        self.gru = nn.GRUCell(width, memory)
+        self.q = nn.Linear(memory, n_actions)
+        self.memory = memory
+
+    def initial_state(self, batch: int) -> torch.Tensor:
+        return torch.zeros(batch, self.memory, device=self.q.weight.device)
+
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.gru(self.encode(obs), state)
+        return self.q(h), h
+
+
+def gru_q(observation_space: Any, action_space: Any) -> nn.Module:
+    """R2D2's ``dqn.network``: the user's own GRU."""
+    return GRUQ(int(observation_space.shape[0]), int(action_space.n))
+
+
+def gru_without_state(observation_space: Any, action_space: Any) -> nn.Module:
+    """A feed-forward network given to R2D2: no initial_state, forward(obs) only."""
+    return layernorm_mlp(observation_space, action_space)
+
+
+class _QOnly(GRUQ):
+    def forward(self, obs: torch.Tensor, state: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.q(self.gru(self.encode(obs), state))
+
+
+def gru_q_only(observation_space: Any, action_space: Any) -> nn.Module:
+    """Returns Q-values alone from forward(obs, state), no next state (rejected)."""
+    return _QOnly(int(observation_space.shape[0]), int(action_space.n))
+
+
+class _NoStateArgument(GRUQ):
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        return self.q(self.encode(obs)[:, : self.memory])
+
+
+def gru_forward_obs_only(observation_space: Any, action_space: Any) -> nn.Module:
+    """Has initial_state, but forward(obs) takes no state (rejected)."""
+    return _NoStateArgument(int(observation_space.shape[0]), int(action_space.n))
+
+
+class _TupleState(GRUQ):
+    def initial_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
+        zeros = torch.zeros(batch, self.memory)
+        return zeros, zeros
+
+
+def lstm_tuple_state(observation_space: Any, action_space: Any) -> nn.Module:
+    """An LSTM-style (h, c) tuple as the state, not one tensor (rejected)."""
+    return _TupleState(int(observation_space.shape[0]), int(action_space.n))
