@@ -789,6 +789,7 @@ def _bench(args: argparse.Namespace) -> int:
                 seconds=args.seconds,
                 schemes=schemes,
                 on_stage=stage,
+                on_note=lambda line: bar.line(line) if shown else _note(line),
             )
             bar.update(total)
     except KeyboardInterrupt as e:
@@ -800,6 +801,11 @@ def _bench(args: argparse.Namespace) -> int:
     else:
         print("\n".join(report.lines()))
     return 0
+
+
+def _note(line: str) -> None:
+    """A line for the person at the terminal, beside a report read by a script."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _mapf(args: argparse.Namespace) -> int:

@@ -16,12 +16,14 @@ Example:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from shoal.bench.model import Prediction, predict, predict_world, ray_from_modes
 from shoal.bench.parts import Parts, bench_starts, measure_parts
+from shoal.bench.plan import CALL_S, Sizes, estimate_startup, scheme_sizes, time_env_step
 from shoal.bench.report import Report, partial_lines, verdict
 from shoal.bench.windows import Window, measure_window
 from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
@@ -54,6 +56,11 @@ minutes settle every scheme; a longer one only keeps a machine busy for nothing.
 BENCH_EPSILON = 0.05
 """The least epsilon a bench times at (:func:`at_end_epsilon`)."""
 
+FIRST_SHARE = 0.75
+"""Of the windows' seconds, what the first window of every scheme takes; the rest times
+a second window of the one-thread scheme and of the fastest other, so a close call is
+weighed on two windows each (one window's noise flipped a verdict: RESULTS)."""
+
 RAY_MODES_SHARE = 0.4
 """Of the ray scheme's window, what timing its own modes takes (before the window, on
 the same runner: Ray starts once)."""
@@ -78,13 +85,16 @@ def bench(
     seconds: float = 120.0,
     schemes: Sequence[str] | None = None,
     on_stage: Callable[[str, float], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> Report:
     """Time the parts on ``config`` (a preset, a TOML path or a Config, with
-    ``overrides``), predict each scheme, run each for a measured window, and report.
+    ``overrides``), predict each scheme, run each for a measured window (the close call
+    twice), and report.
 
     ``schemes``: which to weigh (default every one that applies to the env; one named
     that does not apply is an error). ``on_stage(name, seconds)`` is told each stage
-    as it starts, with the seconds it is given (a progress view)."""
+    as it starts, with the seconds it is given (a progress view); ``on_note(line)`` is
+    told, before any timing, how long the start-ups will add to ``seconds``."""
     from shoal.api import check_device
     from shoal.run.preemption import preemption_signals
     from shoal.run.runner import torch_threads
@@ -99,7 +109,12 @@ def bench(
     chosen = _schemes(cfg, schemes, WORLD_SCHEMES if world else SCHEMES)
     tell = on_stage or (lambda name, s: None)
     sweep_dead_segments()
-    got = _Measured()
+    got = _Measured(sizes=None if world else scheme_sizes(cfg), started=time.perf_counter())
+    # a world's turn is not one env's step: its start-ups are estimated without the fill
+    env_step = 0.0 if world else time_env_step(cfg)
+    estimate = estimate_startup(cfg, chosen, got.sizes or Sizes(1, 1, ""), env_step)
+    got.estimate = estimate.seconds
+    (on_note or (lambda line: None))(estimate.line(seconds))
     try:
         with preemption_signals(), torch_threads(cfg.run.torch_threads):
             _measure(cfg, chosen, seconds, world, tell, got)
@@ -107,21 +122,40 @@ def bench(
         e.partial = got.lines(cfg)  # type: ignore[attr-defined]
         raise
     assert got.parts is not None
-    return verdict(cfg, got.parts, got.predictions, got.windows)
+    notes = got.notes(seconds)
+    return verdict(cfg, got.parts, got.predictions, got.windows, got.repeats, notes)
 
 
 @dataclass
 class _Measured:
     """What a bench has measured so far (a stopped one reports it)."""
 
+    sizes: Sizes | None = None
+    """The parallel schemes' sizes (None: a world's schemes)."""
+    started: float = 0.0
+    """When the bench started (``time.perf_counter()``)."""
+    estimate: float = 0.0
+    """The start-ups' estimated seconds, said before any timing."""
     parts: Parts | None = None
     predictions: list[Prediction] = field(default_factory=list)
     windows: list[Window] = field(default_factory=list)
+    repeats: list[Window] = field(default_factory=list)
 
     def lines(self, cfg: Config) -> list[str]:
         ratio = self.parts.ratio if self.parts is not None else 0.0
         predictions = _with_modes(self.predictions, self.windows, ratio)
         return partial_lines(cfg, self.parts, predictions, self.windows)
+
+    def notes(self, seconds: float) -> list[str]:
+        """How it was measured: the sizes, and the start-ups against their estimate."""
+        took = time.perf_counter() - self.started
+        sizes = [self.sizes.line()] if self.sizes is not None else []
+        return [
+            *sizes,
+            f"  the bench took {took:.0f} s: --seconds {seconds:g} of measuring and "
+            f"{max(took - seconds, 0.0):.0f} s of start-ups (estimated beforehand: about "
+            f"{self.estimate:.0f} s)",
+        ]
 
 
 def _measure(
@@ -141,15 +175,49 @@ def _measure(
         share = seconds * PARTS_SHARE
         threads = share * 0.25 if "threads" in chosen else 0.0
         parts = measure_parts(cfg, share - threads, threads=threads)
-        got.predictions = predict(parts, schemes=tuple(chosen), **_scheme_settings(cfg))
+        assert got.sizes is not None
+        settings = _scheme_settings(cfg, got.sizes)
+        got.predictions = predict(parts, schemes=tuple(chosen), **settings)
     got.parts = parts
-    window = seconds * (1 - PARTS_SHARE) / len(chosen)
+    spread = seconds * (1 - PARTS_SHARE)
+    repeat = len(chosen) > 1
+    window = spread * (FIRST_SHARE if repeat else 1.0) / len(chosen)
     for scheme in chosen:
         tell(scheme, window)
-        runner, extra = _runner_of(scheme)
-        modes = window * RAY_MODES_SHARE if scheme == "ray" else 0.0
-        got.windows.append(measure_window(cfg, scheme, runner, extra, window, modes))
+        got.windows.append(_window(cfg, scheme, window, got.sizes, parts, modes=True))
     got.predictions = _with_modes(got.predictions, got.windows, parts.ratio)
+    if repeat:  # the close call again, in alternation: the fastest other, then the base
+        again = spread * (1 - FIRST_SHARE) / 2
+        fastest = max(got.windows[1:], key=lambda w: w.pace).scheme
+        for scheme in (fastest, chosen[0]):
+            tell(f"{scheme} again", again)
+            got.repeats.append(_window(cfg, scheme, again, got.sizes, parts, modes=False))
+
+
+def _window(
+    cfg: Config, scheme: str, seconds: float, sizes: Sizes | None, parts: Parts, modes: bool
+) -> Window:
+    """One measured window of ``scheme`` (the ray scheme's own modes timed in it where
+    ``modes``), at the bench's sizes."""
+    runner, extra = _runner_of(scheme)
+    extra = [*extra, *_sized(cfg, scheme, sizes, parts)]
+    timed = seconds * RAY_MODES_SHARE if scheme == "ray" and modes else 0.0
+    return measure_window(cfg, scheme, runner, extra, seconds, timed)
+
+
+def _sized(cfg: Config, scheme: str, sizes: Sizes | None, parts: Parts) -> list[str]:
+    """The overrides that give ``scheme`` the bench's size; a Ray actor's call cut to
+    about :data:`~shoal.bench.plan.CALL_S` of acting (a slow env's whole call would
+    outlast a short window)."""
+    if sizes is None:
+        return []
+    if scheme == "processes":
+        return [f"processes.workers={sizes.workers}"]
+    if scheme == "ray":
+        call = cfg.env.num_envs * max(parts.acting, 1e-9)
+        steps = max(1, min(cfg.ray.steps_per_call, int(CALL_S / call)))
+        return [f"ray.actors={sizes.actors}", f"ray.steps_per_call={steps}"]
+    return []
 
 
 def _with_modes(
@@ -257,15 +325,14 @@ def _has_ray() -> bool:
     return importlib.util.find_spec("ray") is not None
 
 
-def _scheme_settings(cfg: Config) -> dict[str, int]:
-    """The config's sizes of each scheme: learner threads, workers, actors."""
-    from shoal.runners.processes import default_workers
-
+def _scheme_settings(cfg: Config, sizes: Sizes) -> dict[str, int]:
+    """Each scheme's settings as the bench runs it: the config's learner threads and
+    publish rates, the bench's workers and actors."""
     return {
         "learner_threads": cfg.threads.learner_threads,
-        "workers": cfg.processes.workers or default_workers(),
+        "workers": sizes.workers,
         "publish_every": cfg.processes.publish_every,
-        "actors": cfg.ray.actors,
+        "actors": sizes.actors,
         "ray_publish_every": cfg.ray.publish_every,
         "ray_pull_every": cfg.ray.pull_every,
     }

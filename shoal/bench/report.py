@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import platform
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +36,19 @@ class Report:
     none beat it by :data:`MARGIN`."""
     reason: str
     """Why, in one line."""
+    repeats: list[Window] = dataclasses.field(default_factory=list)
+    """Second windows of the one-thread scheme and of the fastest other, timed after the
+    first of every scheme: the verdict weighs both of each."""
+    notes: list[str] = dataclasses.field(default_factory=list)
+    """Lines on how it was measured (the schemes' sizes, the start-ups)."""
+
+    def paces(self, scheme: str) -> list[float]:
+        """Every window's pace of ``scheme`` (first, then its repeat)."""
+        return [w.pace for w in (*self.windows, *self.repeats) if w.scheme == scheme]
+
+    def pace(self, scheme: str) -> float:
+        """``scheme``'s pace over its windows (their mean)."""
+        return statistics.fmean(self.paces(scheme))
 
     def to_json(self) -> dict[str, Any]:
         """Plain data: every figure, for scripts."""
@@ -46,6 +61,8 @@ class Report:
                     **dataclasses.asdict(p),
                     "updates_per_s": p.steps_per_s * self.parts.ratio,
                     "measured": {**dataclasses.asdict(w), "pace": w.pace},
+                    "paces": self.paces(p.scheme),
+                    "pace": self.pace(p.scheme),
                 }
                 for p in self.predictions
                 for w in self.windows
@@ -53,6 +70,7 @@ class Report:
             ],
             "winner": self.winner,
             "reason": self.reason,
+            "notes": self.notes,
         }
 
     def lines(self) -> list[str]:
@@ -60,6 +78,7 @@ class Report:
         out = [
             *parts_lines(self.env_id, self.parts),
             *_mode_lines(self.windows),
+            *self.notes,
             "",
             "| scheme | size | predicted steps/s | updates/s | bound | measured steps/s | "
             "env steps/s | updates/s | start-up s |",
@@ -69,7 +88,8 @@ class Report:
         for pred in self.predictions:
             w = measured.get(pred.scheme)
             paces = (
-                f"{w.pace:,.0f} | {w.steps_per_s:,.0f} | {w.updates_per_s:,.0f} | {w.startup:.1f}"
+                f"{self._pace_cell(pred.scheme)} | {w.steps_per_s:,.0f} | "
+                f"{w.updates_per_s:,.0f} | {w.startup:.1f}"
                 if w is not None
                 else "not measured | | |"
             )
@@ -79,11 +99,18 @@ class Report:
             )
         out += [
             "(measured steps/s: env steps with their updates done, the lower of env steps/s "
-            "and updates/s over the ratio)",
+            "and updates/s over the ratio; two windows: their mean, each in brackets)",
             "",
             f"use: {self.winner} ({self.reason})",
         ]
         return out
+
+    def _pace_cell(self, scheme: str) -> str:
+        """A scheme's measured pace: one window's, or the mean of two and each."""
+        paces = self.paces(scheme)
+        if len(paces) == 1:
+            return f"{paces[0]:,.0f}"
+        return f"{self.pace(scheme):,.0f} ({' / '.join(f'{x:,.0f}' for x in paces)})"
 
 
 def parts_lines(env_id: str, p: Parts) -> list[str]:
@@ -124,48 +151,76 @@ def partial_lines(
 
 
 def verdict(
-    cfg: Config, parts: Parts, predictions: list[Prediction], windows: list[Window]
+    cfg: Config,
+    parts: Parts,
+    predictions: list[Prediction],
+    windows: list[Window],
+    repeats: Sequence[Window] = (),
+    notes: Sequence[str] = (),
 ) -> Report:
     """The report: the fastest measured scheme, and the reason from the parts. The first
     window is the one-thread scheme (serial, or a world's ``agents``) the others are
-    measured against; another is named only where it beats it by :data:`MARGIN`."""
-    base = windows[0]
-    best = fastest = max(windows, key=lambda w: w.pace)
-    if best.pace < MARGIN * base.pace:
-        best = base
-    gain = best.pace / base.pace if base.pace > 0 else 1.0
+    measured against; another is named only where its pace beats it by :data:`MARGIN` and
+    every window of it beat every window of the one-thread scheme (``repeats``: their
+    second windows). A lead short of that is too close to call: the one-thread scheme is
+    the safe choice, and the margin is said."""
+    report = Report(cfg.env.id, parts, predictions, windows, "", "", list(repeats), list(notes))
+    base = windows[0].scheme
+    others = sorted({w.scheme for w in windows[1:]}, key=report.pace, reverse=True)
+    ratio = report.pace(others[0]) / max(report.pace(base), 1e-9) if others else 0.0
+    clear = bool(others) and min(report.paces(others[0])) > max(report.paces(base))
     share = learner_share(parts)
-    pred = next(p for p in predictions if p.scheme == best.scheme)
-    limit = "the learner's updates are the limit now" if pred.bound == "learner" else ""
-    if best is base:
-        reason = _one_thread_reason(parts, share, cfg.processes.publish_every, windows)
-        if fastest is not base:
-            reason += (
-                f"; {fastest.scheme}'s lead is within the {MARGIN - 1:.0%} a short window moves by"
-            )
-    elif best.scheme in ("processes", "ray", "agents-process"):
-        what = {"processes": "worker", "ray": "actor"}.get(best.scheme, "collector process")
+    if others and ratio >= MARGIN and clear:
+        reason = _lead_reason(others[0], base, ratio, share, predictions)
+        return dataclasses.replace(report, winner=others[0], reason=reason)
+    if others and ratio >= 1 / MARGIN:
+        reason = _too_close(report, base, others[0], ratio)
+    else:
+        reason = _one_thread_reason(parts, share, cfg.processes.publish_every, report)
+    return dataclasses.replace(report, winner=base, reason=reason)
+
+
+def _lead_reason(
+    best: str, base: str, gain: float, share: float, predictions: list[Prediction]
+) -> str:
+    """Why a scheme beside the one-thread one is named."""
+    pred = next(p for p in predictions if p.scheme == best)
+    if best in ("processes", "ray", "agents-process"):
+        what = {"processes": "worker", "ray": "actor"}.get(best, "collector process")
         size = f"{pred.workers} {what}{'s' if pred.workers != 1 else ''}"
         reason = (
             f"acting moved off the learner: {size} give{'s' if pred.workers == 1 else ''} "
-            f"{gain:.1f}x {base.scheme} (the updates are {share:.0%} of its step)"
+            f"{gain:.1f}x {base} (the updates are {share:.0%} of its step)"
         )
     else:
         reason = (
-            f"acting and updates overlap in one process: {gain:.1f}x {base.scheme} (the "
+            f"acting and updates overlap in one process: {gain:.1f}x {base} (the "
             f"updates are {share:.0%} of its step)"
         )
-    reason += f"; {limit}" if limit and best is not base else ""
-    return Report(cfg.env.id, parts, predictions, windows, best.scheme, reason)
+    if pred.bound == "learner":
+        reason += "; the learner's updates are the limit now"
+    return reason
 
 
-def _one_thread_reason(
-    parts: Parts, share: float, publish_every: int, windows: list[Window]
-) -> str:
-    """Why nothing beat the one-thread scheme (``windows[0]``): the learner, or too few
-    cores for acting; what the others measured against it."""
+def _too_close(report: Report, base: str, other: str, ratio: float) -> str:
+    """A lead within what windows move by: the safe choice, and the margin."""
+    ours, theirs = report.paces(base), report.paces(other)
+    low, high = min(theirs) / max(ours), max(theirs) / min(ours)
+    windows = f"{len(theirs)} window{'s' * (len(theirs) != 1)} each"
+    return (
+        f"too close to call: {base} is the safe choice ({other} {ratio:.2f}x {base} over "
+        f"{windows}, {low:.2f}-{high:.2f}x window to window; a scheme is named at "
+        f"{MARGIN:.1f}x with every window ahead)"
+    )
+
+
+def _one_thread_reason(parts: Parts, share: float, publish_every: int, report: Report) -> str:
+    """Why nothing came near the one-thread scheme (``report.windows[0]``): the learner,
+    or too few cores for acting; what the others measured against it."""
+    windows = report.windows
     base = windows[0]
-    others = ", ".join(f"{w.scheme} {w.pace / base.pace:.2f}x" for w in windows[1:])
+    ours = report.pace(base.scheme)
+    others = ", ".join(f"{w.scheme} {report.pace(w.scheme) / ours:.2f}x" for w in windows[1:])
     measured = f" ({others})" if others else ""
     if base.scheme == "agents":
         where = "overlapping acting and learning saves at most the smaller side"

@@ -16,11 +16,13 @@ import torch
 from shoal.bench import bench
 from shoal.bench.model import pays_at, predict, processes, ray_from_modes, serial, threads
 from shoal.bench.parts import Parts, measure_parts
+from shoal.bench.plan import Sizes, estimate_startup, scheme_sizes
 from shoal.bench.report import verdict
 from shoal.bench.windows import Window
 from shoal.cli import main
 from shoal.config import load_config
 from shoal.errors import ConfigError
+from shoal.runners.processes import default_workers
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -178,7 +180,7 @@ def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
     t0 = time.perf_counter()
     code = main([*argv, *[x for o in tiny() for x in ("--set", o)]])
     wall = time.perf_counter() - t0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0
     report = json.loads(out)
     assert report["winner"] in ("serial", "processes") and report["reason"]
@@ -187,6 +189,11 @@ def test_bench_end_to_end_writes_nothing_and_leaves_nothing_running(
     for s in schemes.values():
         assert s["steps_per_s"] > 0 and s["measured"]["steps_per_s"] > 0
         assert s["measured"]["updates_per_s"] > 0
+        assert len(s["paces"]) == 2  # the close call is the only other scheme: both again
+    # said before any timing, on stderr (stdout is the JSON), and in the report
+    assert "shoal bench: --seconds 6 of measuring, plus about" in err
+    assert any("sizes: processes 1 worker, ray 1 actor" in n for n in report["notes"])
+    assert any("start-ups (estimated beforehand: about" in n for n in report["notes"])
     startups = sum(s["measured"]["startup"] for s in schemes.values())
     assert wall < 6 * 1.5 + startups + 10  # the budget, start-up aside (loaded machines)
     assert list(tmp_path.iterdir()) == []  # no run directory, no file
@@ -217,7 +224,7 @@ def test_every_scheme_is_timed_with_epsilon_at_its_end_value(monkeypatch):
     monkeypatch.setattr(shoal.bench, "measure_window", fake_window)
     users = load_config("cartpole", ["explore.eps_end=0.1"])
     bench(users, seconds=2, schemes=["serial", "threads"])
-    assert seen == [(1.0, 0.1, 0.1)] * 3  # the parts, then each scheme's window
+    assert seen == [(1.0, 0.1, 0.1)] * 5  # the parts, each scheme's window, two again
     assert users.explore.eps_decay_steps == 10_000  # the user's config is left as it was
     # an untrained network's one action over and over must not stop episodes ending
     breakout = shoal.bench.at_end_epsilon(load_config("atari"))
@@ -242,9 +249,39 @@ def test_a_scheme_is_named_only_where_it_beats_the_one_thread_one_by_the_margin(
         Window(s, v, v / 4, 5.0, 1.0, 0.25)
         for s, v in (("serial", 800.0), ("ray", 840.0), ("processes", 700.0))
     ]
-    assert "ray's lead is within the 10%" in verdict(cfg, parts(), pred, windows).reason
+    reason = verdict(cfg, parts(), pred, windows).reason
+    assert reason.startswith("too close to call: serial is the safe choice (ray 1.05x serial")
     assert named(800.0, 900.0, 700.0) == "ray"
     assert named(800.0, 900.0, 1000.0) == "processes"
+    assert "too close" not in verdict(cfg, parts(), pred, windows[:1] + windows[2:]).reason
+
+
+def test_a_close_call_is_weighed_on_both_windows_of_each():
+    """A lead the first windows show but the second windows do not (or whose windows
+    overlap) is too close to call, with its margin; one every window confirms is named."""
+    pred = predicted(("serial", "processes"))
+    cfg = load_config("cartpole")
+
+    def judged(first, again):
+        windows = [Window(s, v, v / 4, 5.0, 1.0, 0.25) for s, v in zip(PAIR, first)]
+        repeats = [Window(s, v, v / 4, 5.0, 1.0, 0.25) for s, v in zip(PAIR[::-1], again)]
+        return verdict(cfg, parts(), pred, windows, repeats)
+
+    noisy = judged((800.0, 960.0), (800.0, 850.0))  # processes again 800, serial again 850
+    assert noisy.winner == "serial" and noisy.paces("processes") == [960.0, 800.0]
+    assert "too close to call: serial is the safe choice (processes 1.07x serial over 2" in (
+        noisy.reason
+    )
+    assert "0.94-1.20x window to window" in noisy.reason
+    overlapping = judged((800.0, 1000.0), (890.0, 900.0))  # 1.11x, but 890 < 900
+    assert overlapping.winner == "serial" and "too close to call" in overlapping.reason
+    clear = judged((800.0, 1000.0), (980.0, 790.0))
+    assert clear.winner == "processes" and clear.pace("processes") == 990.0
+    text = "\n".join(clear.lines())
+    assert "| processes | 1 | " in text and "990 (1,000 / 980)" in text
+
+
+PAIR = ("serial", "processes")
 
 
 def test_bench_text_report_names_the_fastest(tiny):
@@ -350,8 +387,35 @@ def test_the_ray_scheme_is_weighed_on_ray(tiny, ray_session):
     (acting, none), (nothing, learning), (steps, updates) = ray.modes
     assert acting > 0 and learning > 0 and steps > 0 and updates > 0 and none == nothing == 0
     pred = next(p for p in report.predictions if p.scheme == "ray")
-    assert pred == ray_from_modes(list(ray.modes), report.parts.ratio, 2)
+    # one actor: the size processes gets too (cpu_count() - 2, at least 1, on 2 cores)
+    assert pred == ray_from_modes(list(ray.modes), report.parts.ratio, default_workers())
     assert "ray on its own runner: actors alone" in "\n".join(report.lines())
+
+
+def test_the_parallel_schemes_are_weighed_at_one_size_unless_the_config_chose():
+    n = default_workers()
+    assert scheme_sizes(load_config("cartpole")) == Sizes(n, n, scheme_sizes(load_config()).how)
+    for over in (["processes.workers=3"], ["ray.actors=3"]):
+        sizes = scheme_sizes(load_config("cartpole", over))
+        assert (sizes.workers, sizes.actors, sizes.how) == (3, 3, "equal, as the config sets")
+    sizes = scheme_sizes(load_config("cartpole", ["processes.workers=3", "ray.actors=5"]))
+    assert "processes 3 workers, ray 5 actors (each as the config sets)" in sizes.line()
+
+
+def test_a_slow_envs_ray_call_is_cut_to_fit_a_window_and_its_start_up_is_said_first():
+    from shoal.bench import _sized
+
+    cfg = load_config("cartpole")
+    slow = parts(env_step=0.02, forward=1e-4)
+    assert _sized(cfg, "ray", Sizes(1, 1, ""), slow) == ["ray.actors=1", "ray.steps_per_call=24"]
+    assert _sized(cfg, "ray", Sizes(1, 1, ""), parts())[1] == "ray.steps_per_call=250"
+    assert _sized(cfg, "processes", Sizes(2, 2, ""), slow) == ["processes.workers=2"]
+    fast = estimate_startup(cfg, ["serial", "processes"], Sizes(1, 1, ""), 1e-5)
+    slow_env = estimate_startup(cfg, ["serial", "processes"], Sizes(1, 1, ""), 0.02)
+    # 256 steps to the first update, 6 runners (parts, 2 windows, 2 again) at 20 ms a step
+    assert slow_env.fill == pytest.approx(5 * 256 * 0.0205, rel=0.01)
+    assert slow_env.seconds - fast.seconds == pytest.approx(1.3 * 5 * 256 * 0.02, rel=0.01)
+    assert "plus about" in slow_env.line(120) and "20.00 ms an env step" in slow_env.line(120)
 
 
 def test_ray_s_loop_comes_before_its_window_and_its_sides_after(monkeypatch):
