@@ -252,8 +252,11 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
         "forward, update, replay, weight publish and pull, a worker's message), predict\n"
         "from them each scheme's env steps/s at the config's replay ratio, then run each\n"
         "scheme for a short measured window and print predicted against measured, the\n"
-        "scheme to use, and why. Epsilon is at its end value throughout, as most of a\n"
-        "run's steps go. Writes nothing (no run directory).",
+        "scheme to use, and why. processes and ray are weighed at one size (from the\n"
+        "cores, or as the config sets); serial and the fastest other get a second\n"
+        "window each, and a lead short of 1.1x, or not ahead on every window, is too\n"
+        "close to call (serial, the safe choice). Epsilon is at its end value\n"
+        "throughout, as most of a run's steps go. Writes nothing (no run directory).",
         "preset name or TOML config file",
         ray_address=False,
         writes=False,
@@ -262,7 +265,8 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
         "--seconds",
         type=float,
         default=120.0,
-        help="the measuring budget in seconds, start-up aside (default 120, at most 86400: a day)",
+        help="the measuring budget in seconds (default 120, at most 86400: a day); the "
+        "runners' start-ups come on top, and the bench says first about how long",
     )
     bench.add_argument(
         "--runners",

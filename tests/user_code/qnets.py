@@ -145,3 +145,8 @@ class _TupleState(GRUQ):
 def lstm_tuple_state(observation_space: Any, action_space: Any) -> nn.Module:
     """An LSTM-style (h, c) tuple as the state, not one tensor (rejected)."""
     return _TupleState(int(observation_space.shape[0]), int(action_space.n))
+
+
+def gru_q_wide(observation_space: Any, action_space: Any) -> nn.Module:
+    """The user's GRU at the ``r2d2`` preset's sizes: 128 features, a memory of 64."""
+    return GRUQ(int(observation_space.shape[0]), int(action_space.n), width=128, memory=64)
