@@ -24,7 +24,7 @@ from pathlib import Path
 from shoal.bench.model import Prediction, predict, predict_world, ray_from_modes
 from shoal.bench.parts import Parts, bench_starts, measure_parts
 from shoal.bench.plan import CALL_S, Sizes, estimate_startup, scheme_sizes, time_env_step
-from shoal.bench.report import Report, partial_lines, verdict
+from shoal.bench.report import MARGIN, Report, partial_lines, verdict
 from shoal.bench.windows import Window, measure_window
 from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
 from shoal.config import Config, config_to_dict, load_config
@@ -186,12 +186,21 @@ def _measure(
         tell(scheme, window)
         got.windows.append(_window(cfg, scheme, window, got.sizes, parts, modes=True))
     got.predictions = _with_modes(got.predictions, got.windows, parts.ratio)
-    if repeat:  # the close call again, in alternation: the fastest other, then the base
-        again = spread * (1 - FIRST_SHARE) / 2
-        fastest = max(got.windows[1:], key=lambda w: w.pace).scheme
-        for scheme in (fastest, chosen[0]):
+    if repeat:  # the close calls again, in alternation: the fastest others, then the base
+        close = _close_others(got.windows)
+        again = spread * (1 - FIRST_SHARE) / (len(close) + 1)
+        for scheme in (*close, chosen[0]):
             tell(f"{scheme} again", again)
             got.repeats.append(_window(cfg, scheme, again, got.sizes, parts, modes=False))
+
+
+def _close_others(windows: list[Window]) -> list[str]:
+    """The schemes besides the one-thread one whose call is closest: the fastest, and the
+    runner-up where it is within the verdict's margin of it (the verdict then weighs the
+    simpler of them), in their order."""
+    ranked = sorted(windows[1:], key=lambda w: w.pace, reverse=True)[:2]
+    close = {w.scheme for w in ranked if w.pace * MARGIN >= ranked[0].pace}
+    return [w.scheme for w in windows[1:] if w.scheme in close]
 
 
 def _window(

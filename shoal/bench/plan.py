@@ -140,7 +140,7 @@ def estimate_startup(
 ) -> StartupEstimate:
     """The start-ups of the parts' runners (serial, and threads where weighed), of a
     window of each of ``schemes``, and of the second windows of the first scheme and of
-    the costliest other one (the close call the bench repeats, at worst), each filling
+    the two costliest others (the close calls the bench repeats, at worst), each filling
     replay to the first update with ``env_step`` s steps, split over its workers."""
     from shoal.bench.parts import bench_starts
 
@@ -153,7 +153,7 @@ def estimate_startup(
         return start + fill_one / n, fill_one / n
 
     parts = ["serial", "threads"] if "threads" in schemes else ["serial"]
-    repeats = schemes[:1] + sorted(schemes[1:], key=lambda s: cost(s)[0])[-1:]
+    repeats = schemes[:1] + sorted(schemes[1:], key=lambda s: cost(s)[0])[-2:]
     windows = schemes + (repeats if len(schemes) > 1 else [])
     total = sum(cost(s)[0] for s in parts + windows) + WARM_S * len(windows)
     fill = sum(cost(s)[1] for s in parts + windows)

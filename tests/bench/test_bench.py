@@ -501,3 +501,27 @@ def test_a_bench_stopped_in_its_parts_says_nothing_was_measured(monkeypatch, cap
     monkeypatch.setattr(shoal.bench, "measure_parts", interrupted)
     assert main(["bench", "cartpole", "--seconds", "3", "--runners", "serial"]) == 130
     assert "stopped while timing the parts; nothing measured yet" in capsys.readouterr().out
+
+
+def test_of_two_schemes_that_clear_serial_within_the_margin_the_simpler_is_named():
+    """MinAtar here: threads 1.33x serial, processes 1.20x, one window apart by noise;
+    naming whichever measured faster would flip run to run. Both clear serial, and within
+    the margin of each other the simpler scheme (threads: no extra process) is named."""
+    from shoal.bench import _close_others
+
+    schemes = ("serial", "threads", "processes", "ray")
+    pred = predicted(schemes)
+    cfg = load_config("cartpole")
+    first = [Window(s, v, v / 4, 5.0, 1.0, 0.25) for s, v in zip(schemes, (1000, 1250, 1330, 900))]
+    assert _close_others(first) == ["threads", "processes"]  # both again; ray is not close
+    again = [
+        Window(s, v, v / 4, 5.0, 1.0, 0.25)
+        for s, v in (("threads", 1300), ("processes", 1350), ("serial", 1050))
+    ]
+    report = verdict(cfg, parts(), pred, first, again)
+    assert report.winner == "threads"
+    assert "processes (1.05x it) is within the 10% windows move by, and threads is the simpler" in (
+        report.reason
+    )
+    far = [*again[:1], Window("processes", 1900, 475, 5.0, 1.0, 0.25), again[2]]
+    assert verdict(cfg, parts(), pred, first, far).winner == "processes"  # 1.5x threads

@@ -116,3 +116,69 @@ def test_a_network_without_a_memory_as_r2d2_needs_is_one_line_exit_2(factory, me
     assert "config key 'dqn.network'" in out.stderr
     assert re.search(message, out.stderr), out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_shoal_tune_leaves_the_users_network_as_it_is():
+    """A user's network has its own shape: tune searches neither dqn.hidden nor the
+    [r2d2] network keys for it (shoal's own recurrent network: both)."""
+    from shoal.config import load_config
+    from shoal.recipes import recipe_for
+
+    own = load_config("r2d2")
+    users = load_config("r2d2", ["dqn.network='user_code.qnets:gru_q'"])
+    network_keys = {"dqn.hidden", "r2d2.state_dim", "r2d2.cell"}
+    assert network_keys <= set(recipe_for(own).search_space(own))
+    assert not network_keys & set(recipe_for(users).search_space(users))
+    assert recipe_for(users).user_factories(users) == {"dqn.network": "user_code.qnets:gru_q"}
+
+
+class _Wrapped(torch.nn.Module):
+    """shoal's recurrent network seen as a user's module: no apply_params, no unroll, its
+    parameters under another name; the loss reaches it through functional_call."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def initial_state(self, batch):
+        return self.inner.initial_state(batch)
+
+    def forward(self, obs, state):
+        return self.inner(obs, state)
+
+
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_the_sequence_loss_of_a_users_module_is_shoals_values_and_gradients(cell):
+    """A user's module takes the generic path (stepped on explicit weights through
+    functional_call): the same loss, priorities and gradients as shoal's network's own
+    fused unroll, over sequences with an episode start in the burn-in and an end inside."""
+    from shoal.agent.networks import RecurrentQNetwork
+    from shoal.agent.sequence_loss import SequenceBatch, SequenceDQNLoss
+
+    torch.manual_seed(0)
+    net = RecurrentQNetwork(3, 2, hidden=[16], state_dim=8, cell=cell)
+    b, slots = 5, 4 + 6
+    mask = torch.ones(b, slots, dtype=torch.bool)
+    mask[0, :2], mask[1, 7:] = False, False
+    batch = SequenceBatch(
+        obs=torch.randn(b, slots + 1, 3),
+        action=torch.randint(2, (b, slots)),
+        reward=torch.randn(b, slots),
+        discount=torch.ones(b, slots),
+        mask=mask,
+        state=torch.randn(b, net.state_size),
+        weights=torch.rand(b),
+    )
+    got = []
+    for network, prefix in ((net, ""), (_Wrapped(net), "inner.")):
+        loss_fn = SequenceDQNLoss(network, burn_in=4, n_step=3, gamma=0.99)
+        params = {
+            prefix + k: v.detach().clone().requires_grad_() for k, v in net.named_parameters()
+        }
+        target = {k: v.detach() + 0.01 for k, v in params.items()}
+        loss, priority = loss_fn(params, target, batch)
+        grads = torch.autograd.grad(loss, list(params.values()))
+        got.append((loss, priority, grads))
+    (l1, p1, g1), (l2, p2, g2) = got
+    assert torch.allclose(l1, l2, atol=1e-5) and torch.allclose(p1, p2, atol=1e-5)
+    assert all(torch.allclose(a, c, atol=1e-5) for a, c in zip(g1, g2, strict=True))

@@ -91,9 +91,14 @@ class GRUQ(nn.Module):
     ``forward(obs, state) -> (q, state)``, memory ``(batch, 32)``, zero at an episode's
     start."""
 
-    def __init__(self, n_in: int, n_actions: int, width: int = 64, memory: int = 32) -> None:
+    def __init__(
+        self, n_in: int, n_actions: int, width: int = 64, memory: int = 32, layers: int = 1
+    ) -> None:
         super().__init__()
-        self.encode = nn.Sequential(nn.Linear(n_in, width), nn.ReLU())
+        widths = [n_in] + [width] * layers
+        self.encode = nn.Sequential(
+            *(m for a, b in zip(widths, widths[1:]) for m in (nn.Linear(a, b), nn.ReLU()))
+        )
         self.gru = nn.GRUCell(width, memory)
         self.q = nn.Linear(memory, n_actions)
         self.memory = memory
@@ -148,5 +153,12 @@ def lstm_tuple_state(observation_space: Any, action_space: Any) -> nn.Module:
 
 
 def gru_q_wide(observation_space: Any, action_space: Any) -> nn.Module:
-    """The user's GRU at the ``r2d2`` preset's sizes: 128 features, a memory of 64."""
+    """The user's GRU, wider: 128 features, a memory of 64."""
     return GRUQ(int(observation_space.shape[0]), int(action_space.n), width=128, memory=64)
+
+
+def gru_q_deep(observation_space: Any, action_space: Any) -> nn.Module:
+    """The user's GRU at the ``r2d2`` preset's sizes (its MLP of [128, 128], a memory of
+    64), a GRU where the preset has an LSTM."""
+    n_in, n = int(observation_space.shape[0]), int(action_space.n)
+    return GRUQ(n_in, n, width=128, memory=64, layers=2)
