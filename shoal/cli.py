@@ -253,10 +253,11 @@ def _bench_parser(sub: argparse._SubParsersAction) -> None:
         "from them each scheme's env steps/s at the config's replay ratio, then run each\n"
         "scheme for a short measured window and print predicted against measured, the\n"
         "scheme to use, and why. processes and ray are weighed at one size (from the\n"
-        "cores, or as the config sets); serial and the fastest other get a second\n"
-        "window each, and a lead short of 1.1x, or not ahead on every window, is too\n"
-        "close to call (serial, the safe choice). Epsilon is at its end value\n"
-        "throughout, as most of a run's steps go. Writes nothing (no run directory).",
+        "cores, --workers N, or as the config sets). Serial and the fastest others get a\n"
+        "second window each; a lead short of 1.1x, or not ahead on every window, is too\n"
+        "close to call (serial, the safe choice), and of two that clear it within 1.1x\n"
+        "of each other the simpler is named. Epsilon is at its end value throughout, as\n"
+        "most of a run's steps go. Writes nothing (no run directory).",
         "preset name or TOML config file",
         ray_address=False,
         writes=False,
@@ -776,7 +777,10 @@ def _bench(args: argparse.Namespace) -> int:
     check_seconds(args.seconds)  # before anything starts: no bar, no timing
 
     schemes = None if args.runners is None else [s.strip() for s in args.runners.split(",")]
+    size, args.workers = args.workers, None
     overrides = _run_overrides(args)
+    if size is not None:  # the one size the bench weighs processes and ray at
+        overrides += [f"processes.workers={size}", f"ray.actors={size}"]
     shown = not (args.no_progress or args.json)
     spent = [0.0]  # the budget's seconds handed to stages so far: the bar's position
 

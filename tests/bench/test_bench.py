@@ -525,3 +525,18 @@ def test_of_two_schemes_that_clear_serial_within_the_margin_the_simpler_is_named
     )
     far = [*again[:1], Window("processes", 1900, 475, 5.0, 1.0, 0.25), again[2]]
     assert verdict(cfg, parts(), pred, first, far).winner == "processes"  # 1.5x threads
+
+
+def test_workers_sets_the_one_size_processes_and_ray_are_weighed_at(monkeypatch):
+    import shoal.bench
+
+    seen = []
+
+    def fake_bench(config, *, overrides, **kwargs):
+        seen.append(list(overrides))
+        raise ConfigError("stopped here")
+
+    monkeypatch.setattr(shoal.bench, "bench", fake_bench)
+    assert main(["bench", "cartpole", "--workers", "3", "--no-progress"]) == 2
+    sizes = scheme_sizes(load_config("cartpole", seen[0]))
+    assert (sizes.workers, sizes.actors) == (3, 3)
