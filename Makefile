@@ -61,6 +61,8 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/checkpoint_memory.py
 	$(PY) benchmarks/learner_update.py
 	$(PY) benchmarks/bench_check.py
+	$(PY) benchmarks/bench_verdicts.py
+	$(PY) benchmarks/sudoku_held_out.py
 	$(PY) benchmarks/standard_tasks.py --seeds 3 --jobs 2
 
 lint: $(STAMP)
