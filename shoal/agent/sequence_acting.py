@@ -51,9 +51,10 @@ class RecurrentActor(Actor):
 
     def begin(self, envs: Sequence[int], n: int) -> None:
         """Fresh memory for ``envs`` (of ``n``), which begin episodes."""
-        if self.states is None or len(self.states) != n:
+        if self.states is None or len(self.states) != n:  # every env's memory is fresh
             self.states = self.network.initial_state(n).to(self.device)
-        self.states = fresh_memories(self.network, self.states, list(envs))
+        else:
+            self.states = fresh_memories(self.network, self.states, list(envs))
 
     @torch.inference_mode()
     def act(self, obs: np.ndarray, epsilons: np.ndarray) -> np.ndarray:

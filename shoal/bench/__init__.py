@@ -23,7 +23,13 @@ from pathlib import Path
 
 from shoal.bench.model import Prediction, predict, predict_world, ray_from_modes
 from shoal.bench.parts import Parts, bench_starts, measure_parts
-from shoal.bench.plan import CALL_S, Sizes, estimate_startup, scheme_sizes, time_env_step
+from shoal.bench.plan import (
+    Sizes,
+    estimate_startup,
+    scheme_overrides,
+    scheme_sizes,
+    time_env_step,
+)
 from shoal.bench.report import MARGIN, Report, partial_lines, verdict
 from shoal.bench.windows import Window, measure_window
 from shoal.bench.worlds import WORLD_SCHEMES, measure_world_parts
@@ -209,24 +215,9 @@ def _window(
     """One measured window of ``scheme`` (the ray scheme's own modes timed in it where
     ``modes``), at the bench's sizes."""
     runner, extra = _runner_of(scheme)
-    extra = [*extra, *_sized(cfg, scheme, sizes, parts)]
+    extra = [*extra, *scheme_overrides(cfg, scheme, sizes, parts)]
     timed = seconds * RAY_MODES_SHARE if scheme == "ray" and modes else 0.0
     return measure_window(cfg, scheme, runner, extra, seconds, timed)
-
-
-def _sized(cfg: Config, scheme: str, sizes: Sizes | None, parts: Parts) -> list[str]:
-    """The overrides that give ``scheme`` the bench's size; a Ray actor's call cut to
-    about :data:`~shoal.bench.plan.CALL_S` of acting (a slow env's whole call would
-    outlast a short window)."""
-    if sizes is None:
-        return []
-    if scheme == "processes":
-        return [f"processes.workers={sizes.workers}"]
-    if scheme == "ray":
-        call = cfg.env.num_envs * max(parts.acting, 1e-9)
-        steps = max(1, min(cfg.ray.steps_per_call, int(CALL_S / call)))
-        return [f"ray.actors={sizes.actors}", f"ray.steps_per_call={steps}"]
-    return []
 
 
 def _with_modes(

@@ -12,15 +12,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 from shoal.config import Config
 
+if TYPE_CHECKING:
+    from shoal.bench.parts import Parts
+
 __all__ = [
     "CALL_S",
-    "Plan",
     "Sizes",
     "StartupEstimate",
     "estimate_startup",
+    "scheme_overrides",
     "scheme_sizes",
     "time_env_step",
 ]
@@ -86,6 +90,21 @@ def scheme_sizes(cfg: Config) -> Sizes:
     return Sizes(workers, actors, how)
 
 
+def scheme_overrides(cfg: Config, scheme: str, sizes: Sizes | None, parts: Parts) -> list[str]:
+    """The overrides that give ``scheme`` the bench's size (none for a world's schemes:
+    ``sizes`` None); a Ray actor's call cut to about :data:`CALL_S` of acting (a slow
+    env's whole call would outlast a short window)."""
+    if sizes is None:
+        return []
+    if scheme == "processes":
+        return [f"processes.workers={sizes.workers}"]
+    if scheme == "ray":
+        call = cfg.env.num_envs * max(parts.acting, 1e-9)
+        steps = max(1, min(cfg.ray.steps_per_call, int(CALL_S / call)))
+        return [f"ray.actors={sizes.actors}", f"ray.steps_per_call={steps}"]
+    return []
+
+
 def time_env_step(cfg: Config, seconds: float = 0.3, most: int = 50) -> float:
     """Seconds one env step takes with random actions: a few steps of one env (at least
     3, at most ``most``, for about ``seconds``), before anything else is started."""
@@ -124,15 +143,6 @@ class StartupEstimate:
             f"of start-ups (workers and Ray starting, replay filling to the first update at "
             f"{self.env_step * 1e3:.2f} ms an env step: {self.fill:.0f} s of it)"
         )
-
-
-@dataclass(frozen=True)
-class Plan:
-    """What the bench will run: the schemes, their sizes, the start-up estimate."""
-
-    schemes: list[str]
-    sizes: Sizes
-    estimate: StartupEstimate
 
 
 def estimate_startup(

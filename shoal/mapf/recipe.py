@@ -96,6 +96,10 @@ class MapfRecipe(ActionValueRecipe):
             "explore.spread": {"low": 0.0, "high": 10.0},
         }
 
+    def user_factories(self, cfg: Config) -> dict[str, str]:
+        """None: its network is ``[mapf]``'s, whatever ``dqn.network`` says."""
+        return {}
+
     def check(self, cfg: Config, spec: EnvSpec) -> None:
         """A MAPF config (its env, its section's rules)."""
         if cfg.run.eval_epsilon > 0:

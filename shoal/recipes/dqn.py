@@ -38,11 +38,6 @@ class DQNRecipe(ActionValueRecipe):
             with torch.random.fork_rng():
                 build_q_network(cfg, spec)
 
-    def user_factories(self, cfg: Config) -> dict[str, str]:
-        """The user's factories its networks are built from, by config key (each process
-        of a run imports them by name)."""
-        return {"dqn.network": cfg.dqn.network}
-
     def make_learner(self, cfg: Config, spec: EnvSpec) -> Learner:
         """The double-DQN learner, weights drawn from torch's generator (the caller seeds
         it)."""

@@ -69,10 +69,6 @@ class R2D2Recipe(ActionValueRecipe):
             "r2d2.cell": {"choices": ["lstm", "gru"]},
         }
 
-    def user_factories(self, cfg: Config) -> dict[str, str]:
-        """The user's recurrent network factory, where there is one."""
-        return {"dqn.network": cfg.dqn.network}
-
     def check(self, cfg: Config, spec: EnvSpec) -> None:
         """The shared checks (discrete actions), a user's network that does not carry a
         memory as R2D2 needs (one line), and what R2D2 cannot take: noisy layers, an

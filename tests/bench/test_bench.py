@@ -16,7 +16,7 @@ import torch
 from shoal.bench import bench
 from shoal.bench.model import pays_at, predict, processes, ray_from_modes, serial, threads
 from shoal.bench.parts import Parts, measure_parts
-from shoal.bench.plan import Sizes, estimate_startup, scheme_sizes
+from shoal.bench.plan import Sizes, estimate_startup, scheme_overrides, scheme_sizes
 from shoal.bench.report import verdict
 from shoal.bench.windows import Window
 from shoal.cli import main
@@ -403,13 +403,14 @@ def test_the_parallel_schemes_are_weighed_at_one_size_unless_the_config_chose():
 
 
 def test_a_slow_envs_ray_call_is_cut_to_fit_a_window_and_its_start_up_is_said_first():
-    from shoal.bench import _sized
-
     cfg = load_config("cartpole")
     slow = parts(env_step=0.02, forward=1e-4)
-    assert _sized(cfg, "ray", Sizes(1, 1, ""), slow) == ["ray.actors=1", "ray.steps_per_call=24"]
-    assert _sized(cfg, "ray", Sizes(1, 1, ""), parts())[1] == "ray.steps_per_call=250"
-    assert _sized(cfg, "processes", Sizes(2, 2, ""), slow) == ["processes.workers=2"]
+    assert scheme_overrides(cfg, "ray", Sizes(1, 1, ""), slow) == [
+        "ray.actors=1",
+        "ray.steps_per_call=24",
+    ]
+    assert scheme_overrides(cfg, "ray", Sizes(1, 1, ""), parts())[1] == "ray.steps_per_call=250"
+    assert scheme_overrides(cfg, "processes", Sizes(2, 2, ""), slow) == ["processes.workers=2"]
     fast = estimate_startup(cfg, ["serial", "processes"], Sizes(1, 1, ""), 1e-5)
     slow_env = estimate_startup(cfg, ["serial", "processes"], Sizes(1, 1, ""), 0.02)
     # 256 steps to the first update, 6 runners (parts, 2 windows, 2 again) at 20 ms a step

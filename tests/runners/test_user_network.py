@@ -4,7 +4,6 @@ trains on every runner with no edit under ``shoal/`` (to the bar on every DQN ru
 ``shoal eval`` and ``shoal.load_policy`` in a fresh process, and every way to get it wrong
 is one line before any work. So do a user's package env and PettingZoo world."""
 
-import os
 import subprocess
 import sys
 import threading
@@ -28,14 +27,8 @@ sys.path.insert(0, str(TESTS))  # user_code/ is the user's code, beside shoal, n
 LAYERNORM = "dqn.network='user_code.qnets:layernorm_mlp'"
 
 
-def _fresh(args, cwd):
-    """``args`` run in a fresh interpreter's process in ``cwd``, the user's code (tests/)
-    on its path."""
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
-
-
-CLI = str(Path(sys.executable).parent / "shoal")
+from fresh_process import CLI, assert_one_line_exit_2  # noqa: E402
+from fresh_process import run_fresh as _fresh  # noqa: E402
 
 
 def test_shoal_eval_rebuilds_the_network_in_a_fresh_process_elsewhere(tmp_path, tiny):
@@ -123,10 +116,9 @@ def test_a_hybrid_factory_must_give_both_heads(path, message, tmp_path, tiny):
 
 
 def test_cli_bad_factory_exits_2_with_one_line(tmp_path):
-    cli = Path(sys.executable).parent / "shoal"
     out = subprocess.run(
         [
-            str(cli),
+            CLI,
             "train",
             "cartpole",
             "--set",
@@ -139,9 +131,7 @@ def test_cli_bad_factory_exits_2_with_one_line(tmp_path):
         text=True,
         timeout=120,
     )
-    assert out.returncode == 2, out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert "dqn.network" in out.stderr
+    assert_one_line_exit_2(out, "dqn.network")
     assert list(tmp_path.iterdir()) == []
 
 

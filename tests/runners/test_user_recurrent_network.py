@@ -4,9 +4,7 @@ state) -> (q, state)`` and ``initial_state(batch)``): it learns what only a memo
 ``shoal eval`` rebuilds it in a fresh process, ``load_policy`` carries its memory until
 ``reset()``, and a network without a memory as R2D2 needs is one line, exit 2."""
 
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -22,7 +20,8 @@ pytestmark = pytest.mark.timeout(300)
 
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS))  # user_code/ is the user's code, beside shoal, not in it
-CLI = str(Path(sys.executable).parent / "shoal")
+from fresh_process import CLI, assert_one_line_exit_2, run_fresh  # noqa: E402
+
 RECALL = [
     "env.id='UserCode/Recall-v0'",
     "env.imports=['user_code.envs']",
@@ -59,15 +58,7 @@ def test_a_users_gru_learns_to_recall_and_its_run_evaluates_and_loads(runner, tm
     assert {"encode.0.weight", "gru.weight_hh", "q.bias"} <= set(online)  # the user's GRUQ
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = {**os.environ, "PYTHONPATH": str(TESTS)}
-    out = subprocess.run(
-        [CLI, "eval", str(run), "--episodes", "20", "--trust-code"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    out = run_fresh([CLI, "eval", str(run), "--episodes", "20", "--trust-code"], elsewhere)
     assert out.returncode == 0, out.stderr
     assert re.search(r"mean 1\.0", out.stdout), out.stdout
     policy = shoal.load_policy(run, trust_code=True)
@@ -104,16 +95,9 @@ def recalls_after_each_reset(policy):
     ],
 )
 def test_a_network_without_a_memory_as_r2d2_needs_is_one_line_exit_2(factory, message, tmp_path):
-    out = subprocess.run(
-        [CLI, "train", "r2d2", "--network", f"user_code.qnets:{factory}", "--out", str(tmp_path)],
-        cwd=TESTS,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 2, out.stderr
-    assert len(out.stderr.strip().splitlines()) == 1, out.stderr
-    assert "config key 'dqn.network'" in out.stderr
+    args = ["train", "r2d2", "--network", f"user_code.qnets:{factory}", "--out", str(tmp_path)]
+    out = run_fresh([CLI, *args], TESTS)
+    assert_one_line_exit_2(out, "config key 'dqn.network'")
     assert re.search(message, out.stderr), out.stderr
     assert list(tmp_path.iterdir()) == []
 
