@@ -15,6 +15,9 @@ Target: auto within 1.5x of the floor.
 ``stacked``: K = 32 agents of the cartpole network, each update as a per-agent loop of
 eager learners, the stacked learner eager, and the stacked learner captured.
 
+``profile`` (only when named in ``--parts``): the profiler's top operators over the
+``--profile`` preset's update as ``auto`` runs it and over its floor, to find a gap's cause.
+
 ``e2e``: Atari Breakout at SB3's settings (Nature network, batch 32, not double, one update
 per 4 env steps, replay 100k, learner on the GPU), steady env steps/s after learning
 starts, each measured for ``--window`` seconds in this one run: SB3's DQN, then shoal's
@@ -384,6 +387,55 @@ def check_e2e(window: float, device: str) -> dict:
     return rows
 
 
+# --- where one preset's update spends its time -------------------------------------------------
+def check_profile(device: torch.device, preset: str, updates: int = 50) -> dict:
+    """The profiler's top operators (host and device time) over ``updates`` of the preset's
+    update as ``auto`` runs it, and over as many replays of its floor: where a gap to the
+    floor comes from."""
+    from torch.profiler import ProfilerActivity, profile
+
+    learner, batch, _ = shoal_learner(preset, str(device), "auto")
+    from shoal.agent.late_priorities import LatePriorities
+
+    late = LatePriorities.for_device(lambda key, td: None, device)
+    dqn = preset in ("cartpole", "minatar-breakout", "atari")
+    floor = _floor_call(preset, device, dqn)
+    runs = {
+        "auto": lambda: late.push(None, learner.update(batch).td_errors),
+        "floor": floor,
+    }
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    out: dict[str, Any] = {"preset": preset, "updates": updates}
+    for name, fn in runs.items():
+        for _ in range(30):
+            fn()
+        sync(device)
+        with profile(activities=activities) as prof:
+            for _ in range(updates):
+                fn()
+            sync(device)
+        key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        for sort in ("cpu_time_total", key):
+            table = prof.key_averages().table(sort_by=sort, row_limit=18, max_name_column_width=60)
+            print(f"profile {preset} {name}, by {sort}:\n{table}", flush=True)
+            out[f"{name}_{sort}"] = table
+    late.flush()
+    return out
+
+
+def _floor_call(preset: str, device: torch.device, dqn: bool) -> Callable[[], Any]:
+    """One call of the preset's floor (see :func:`plain_dqn_floor`, :func:`bare_graph_floor`),
+    built the same way, for the profiler."""
+    from shoal.agent.update_steps import UpdateInput
+
+    learner, batch, _ = shoal_learner(preset, str(device), "off")
+    if dqn:
+        raise ValueError("profile: the DQN presets' floor is timed by the update part")
+    inputs = UpdateInput(batch, learner.draw_noise())
+    body = lambda: learner.update_body(inputs)  # noqa: E731
+    return capture(body) if device.type == "cuda" else body
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--parts", default="update,stacked,e2e")
@@ -391,6 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="per update timing")
     ap.add_argument("--window", type=float, default=45.0, help="per end-to-end scheme")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--profile", default="iqn", help="preset of the 'profile' part (iqn, r2d2)")
     args = ap.parse_args(argv)
     device = torch.device(args.device)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor()
@@ -406,6 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         "update": lambda: check_update(device, args.seconds),
         "stacked": lambda: check_stacked(device, args.seconds),
         "e2e": lambda: check_e2e(args.window, args.device),
+        "profile": lambda: check_profile(device, args.profile),
     }
     for name in parts:
         try:

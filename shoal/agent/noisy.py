@@ -73,11 +73,24 @@ def draw_noise(
     device: str | torch.device = "cpu",
 ) -> dict[str, torch.Tensor]:
     """Fresh factorised noise for every noisy layer, as params entries."""
-    out = {}
-    for prefix, (n_in, n_out) in shapes.items():
-        out[prefix + "noise_in"] = to_device(_f(torch.randn(n_in, generator=generator)), device)
-        out[prefix + "noise_out"] = to_device(_f(torch.randn(n_out, generator=generator)), device)
-    return out
+    return _draw(shapes, generator, device, 1)[0]
+
+
+def _draw(
+    shapes: Mapping[str, tuple[int, int]],
+    generator: torch.Generator,
+    device: str | torch.device,
+    copies: int,
+) -> list[dict[str, torch.Tensor]]:
+    """``copies`` independent draws of :func:`draw_noise` from one host draw and one copy
+    to ``device``: per-layer draws cost a GPU learner a dozen small host ops and
+    host-to-device copies an update, more than its whole captured update (issue 56)."""
+    names = [prefix + side for prefix in shapes for side in ("noise_in", "noise_out")]
+    sizes = [n for n_in, n_out in shapes.values() for n in (n_in, n_out)] * copies
+    flat = to_device(_f(torch.randn(sum(sizes), generator=generator)), device)
+    parts = flat.split(sizes)
+    k = len(names)
+    return [dict(zip(names, parts[i * k : (i + 1) * k], strict=True)) for i in range(copies)]
 
 
 def draw_noise_np(
@@ -108,10 +121,8 @@ class NoiseSource:
     def draw(self, device: torch.device) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """Noise for the online weights and independent noise for the target's."""
         with self._lock:
-            return (
-                draw_noise(self.shapes, self.generator, device),
-                draw_noise(self.shapes, self.generator, device),
-            )
+            online, target = _draw(self.shapes, self.generator, device, 2)
+        return online, target
 
     def state_dict(self) -> Any:
         """The generator's state."""
