@@ -11,7 +11,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from shoal.envs.sudoku_puzzles import SIZES, SudokuError, _candidates_flat, as_board
+from shoal.envs.sudoku_puzzles import SIZES, SudokuError, _candidates_flat, as_board, solve
 
 __all__ = ["SudokuEnv"]
 
@@ -38,6 +38,7 @@ class SudokuEnv(gym.Env):
     conflicts with none of its row, column and box         ``reward_valid``     no
     already occurs in its row, column or box (conflict)    ``reward_conflict``  yes
     is valid but leaves a blank with no candidate          ``reward_dead_end``  yes
+    is valid but leaves the puzzle unsolvable (see below)  ``reward_dead_end``  yes
     is valid and fills the last blank (solved)             ``reward_solved``    yes
     =====================================================  ===================  ==========
 
@@ -45,7 +46,12 @@ class SudokuEnv(gym.Env):
     rewarded like any valid one and leads, sooner or later, to a dead end or a conflict.
     Only blanks with no candidate at all count as dead ends (a digit that fits no cell of a
     row, column or box is not detected). A conflicting digit is still written to the board
-    (the final observation shows the mistake). Episodes never truncate: every step fills a
+    (the final observation shows the mistake). With ``end_on_wrong`` the env ends the
+    episode at the first valid digit after which the board has no solution (the solution's
+    digit when the puzzle has one solution, found once per puzzle; a search after each
+    placement when it has several): the blame for a wrong guess lands on the guess, not on
+    the forced placement that finds it out many steps later (``info["wrong"]`` says so).
+    That is a training signal only: it reads the answer. Episodes never truncate: every step fills a
     blank or ends the episode, so one lasts at most ``N*N`` steps.
 
     Placing a digit in a cell that is not blank (a given, or filled earlier) is not a move
@@ -65,6 +71,8 @@ class SudokuEnv(gym.Env):
             candidate (ends the episode).
         reward_solved: reward for the placement that completes the board (ends the
             episode), instead of ``reward_valid``.
+        end_on_wrong: end the episode, as a dead end, at the first valid placement that
+            leaves the puzzle unsolvable (see above).
         render_mode: None or ``"ansi"`` (``render()`` returns the board as text).
 
     Example:
@@ -87,6 +95,7 @@ class SudokuEnv(gym.Env):
         reward_conflict: float = -1.0,
         reward_dead_end: float = -1.0,
         reward_solved: float = 1.0,
+        end_on_wrong: bool = False,
         render_mode: str | None = None,
     ) -> None:
         board = None if puzzle is None else as_board(puzzle)
@@ -107,6 +116,9 @@ class SudokuEnv(gym.Env):
         self.reward_conflict = float(reward_conflict)
         self.reward_dead_end = float(reward_dead_end)
         self.reward_solved = float(reward_solved)
+        self.end_on_wrong = bool(end_on_wrong)
+        # (puzzle bytes, its flat solution, or None when it has several)
+        self._solution: tuple[bytes, np.ndarray | None] | None = None
         self.render_mode = render_mode
         n = size
         self.action_space = gym.spaces.Discrete(n**3)
@@ -169,7 +181,29 @@ class SudokuEnv(gym.Env):
         self._cand = _candidates_flat(self._board, self._n)
         self._blanks = int(np.count_nonzero(self._board == 0))
         self._done = False
+        if self.end_on_wrong:
+            self._solve(board)
         return self._board.copy(), self._info()
+
+    def _solve(self, board: np.ndarray) -> None:
+        """Keep the puzzle's solution for ``end_on_wrong`` (once per puzzle: a training
+        worker plays one puzzle many times in a row)."""
+        key = board.tobytes()
+        if self._solution is not None and self._solution[0] == key:
+            return
+        count, solution = solve(board)
+        if count == 0 or solution is None:
+            raise SudokuError("end_on_wrong: the puzzle has no solution, so every digit is wrong")
+        self._solution = (key, solution.reshape(-1) if count == 1 else None)
+
+    def _wrong(self, cell: int, digit: int) -> bool:
+        """Whether a valid ``digit`` just placed in ``cell`` leaves the puzzle unsolvable."""
+        if self._solution is None:
+            return False
+        solution = self._solution[1]
+        if solution is not None:
+            return bool(solution[cell] != digit)
+        return self._blanks > 0 and solve(self._board.reshape(self._n, self._n), limit=1)[0] == 0
 
     def step(
         self, action: int | np.integer
@@ -197,8 +231,11 @@ class SudokuEnv(gym.Env):
         self._blanks -= 1
         cand = self._cand = _candidates_flat(board, n)
         terminated = True
+        wrong = valid and self.end_on_wrong and self._wrong(cell, d + 1)
         if not valid:
             reward = self.reward_conflict
+        elif wrong:
+            reward = self.reward_dead_end
         elif self._blanks == 0:
             reward = self.reward_solved
         elif np.count_nonzero(cand.any(axis=1)) < self._blanks:
@@ -210,6 +247,8 @@ class SudokuEnv(gym.Env):
         self._done = terminated
         info = self._info()
         info["solved"] = valid and self._blanks == 0
+        if self.end_on_wrong:
+            info["wrong"] = wrong
         return board.copy(), reward, self._done, False, info
 
     def _info(self) -> dict[str, Any]:

@@ -83,8 +83,11 @@ class SudokuConfig:
     """Give each worker a private table instead of the shared one (for comparison)."""
     capacity: int = param(2_000_000, gt=0)
     """State-action pairs the table can hold (the exact encoder needs many)."""
-    gamma: float = param(0.99, ge=0.0, le=1.0)
-    """Discount."""
+    gamma: float = param(0.5, ge=0.0, le=1.0)
+    """Discount. A local key is shared by boards far apart in how much is left to solve,
+    so a long horizon ranks a certain placement by what follows it (a board that then
+    needs a guess) below a likely-wrong guess: at 0.99 some hidden singles learned -0.8
+    and a two-way guess +0.3. At 0.5 the ranking stays about the placement itself."""
     alpha: str = param("harmonic", choices=("inverse", "harmonic", "constant"))
     """Step-size schedule: 1/n, c/(c+n) or constant."""
     alpha_value: float = param(10.0, gt=0.0, le=1e6)
@@ -96,6 +99,11 @@ class SudokuConfig:
     """Count-based exploration bonus beta / sqrt(N + 1); with a shared table the counts,
     and so the exploration left to do, are shared too (at most 1000: the rewards are within
     [-1, 1], and 1000 already drowns them)."""
+    end_on_wrong: bool = True
+    """End a training episode at the first placement that is not the puzzle's solution,
+    rewarded as a dead end (:class:`~shoal.envs.sudoku.SudokuEnv`'s ``end_on_wrong``): the
+    blame lands on the wrong guess instead of the forced move that finds it out. Training
+    only (greedy solving never reads the answer); puzzles must have one solution."""
     seed: int = param(0, ge=0)
     """Seed of the workers' random choices."""
     worker_timeout: float = param(600.0, gt=0.0, le=86400.0)
@@ -187,7 +195,7 @@ def _worker(
         agent = _make_agent(table, cfg)
         rng = np.random.default_rng(derive_seed(cfg.seed, worker))
         size = 4 if len(chunk[0][1]) == 16 else 9
-        env = SudokuEnv(size=size)
+        env = SudokuEnv(size=size, end_on_wrong=cfg.end_on_wrong)
         for pid, text in chunk:
             first = None
             for episode in range(1, cfg.episodes_per_puzzle + 1):

@@ -91,6 +91,51 @@ def test_wrong_digit_on_last_blank_is_a_conflict_not_solved():
     assert (reward, terminated) == (-1.0, True)
 
 
+def test_end_on_wrong_ends_at_a_valid_digit_that_is_not_the_solution():
+    # SOLVED4 with eight blanks: unique, and r1c1 = 3 (its answer is 1) is valid and leaves
+    # every blank a candidate, so without end_on_wrong nothing ends yet.
+    puzzle = "...4.41..14343.1"
+    assert solve(puzzle)[0] == 1
+    env = SudokuEnv(puzzle, end_on_wrong=True, reward_dead_end=-0.5)
+    env.reset()
+    assert env.step(act(0, 0, 1))[1:3] == (pytest.approx(0.1), False)
+    env.reset()
+    # r1c1 = 3 conflicts with nothing yet (3 is a candidate there) but is not the answer.
+    _, reward, terminated, _, info = env.step(act(0, 0, 3))
+    assert (reward, terminated, info["wrong"]) == (-0.5, True, True)
+    # Without it the same digit is a valid placement that carries on.
+    plain = SudokuEnv(puzzle)
+    plain.reset()
+    _, reward, terminated, _, info = plain.step(act(0, 0, 3))
+    assert (reward, terminated) == (pytest.approx(0.1), False) and "wrong" not in info
+
+
+def test_end_on_wrong_with_several_solutions_searches_after_each_digit():
+    # Two grids complete this one: no digit is wrong while one of them still fits.
+    puzzle = "...4...2..434321"
+    assert solve(puzzle)[0] == 2
+    env = SudokuEnv(puzzle, end_on_wrong=True, reward_dead_end=-0.5)
+    env.reset()
+    _, reward, terminated, _, info = env.step(act(0, 0, 1))
+    assert (reward, terminated, info["wrong"]) == (pytest.approx(0.1), False, False)
+    # r2c2 = 1 is a candidate and leaves every blank one, but no grid completes the board.
+    env.reset()
+    _, reward, terminated, _, info = env.step(act(1, 1, 1))
+    assert (reward, terminated, info["wrong"]) == (-0.5, True, True)
+    assert solve(env.board)[0] == 0
+    plain = SudokuEnv(puzzle)
+    plain.reset()
+    assert plain.step(act(1, 1, 1))[1:3] == (pytest.approx(0.1), False)
+
+
+def test_end_on_wrong_refuses_a_puzzle_with_no_solution():
+    # Valid givens (no conflict) that no grid completes: r1c4 needs 3 or 4 in row 1, but
+    # column 4 already has 3 and 4.
+    env = SudokuEnv("12.....3.......4", end_on_wrong=True)
+    with pytest.raises(SudokuError, match="no solution"):
+        env.reset()
+
+
 def test_following_the_solution_solves_a_9x9():
     puzzle = bundled_puzzles("medium9")[0]
     _, solution = solve(puzzle)
