@@ -13,8 +13,9 @@ legal columns: DQN with ``dqn.action_mask=true`` reads that mask from the end of
 observation. Rewards: +1 win, -1 loss, 0 draw or game still on. Playing a full column is
 an error (agents act from the mask).
 
-Players for evaluation: :func:`random_player` and :func:`heuristic_player` (win if it can,
-else block the opponent's win, else random).
+Players for evaluation: :func:`random_player`, :func:`heuristic_player` (win if it can,
+else block the opponent's win, else random) and :func:`search2_player` (a depth-2 search:
+the heuristic, and never a column that hands the opponent a win).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "ConnectFourEnv",
     "Player",
     "heuristic_player",
+    "search2_player",
     "play_match",
     "random_player",
 ]
@@ -85,6 +87,29 @@ def heuristic_player(obs: np.ndarray, rng: np.random.Generator) -> int:
         if hits:
             return int(rng.choice(hits))
     return int(rng.choice(cols))
+
+
+def search2_player(obs: np.ndarray, rng: np.random.Generator) -> int:
+    """A depth-2 search (its move and the opponent's reply): a winning column if any, else
+    one that blocks the opponent's immediate win, else a random column after which the
+    opponent cannot win at once (the heuristic plays under the opponent's threats; this
+    player does not), else any legal column."""
+    mine, theirs, legal = _planes(obs)
+    filled = mine | theirs
+    cols = [int(c) for c in np.flatnonzero(legal)]
+    for pieces in (mine, theirs):
+        hits = [c for c in cols if _wins_with(pieces, filled, c)]
+        if hits:
+            return int(rng.choice(hits))
+    safe = [c for c in cols if not _hands_a_win(theirs, filled, c)]
+    return int(rng.choice(safe or cols))
+
+
+def _hands_a_win(theirs: np.ndarray, filled: np.ndarray, col: int) -> bool:
+    """Whether playing ``col`` lets the opponent win with their next piece."""
+    after = filled.copy()
+    after[int(np.flatnonzero(~filled[:, col]).max()), col] = True
+    return any(_wins_with(theirs, after, c) for c in range(COLS) if not after[0, c])
 
 
 class ConnectFourEnv(gym.Env):

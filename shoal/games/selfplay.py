@@ -45,6 +45,8 @@ if TYPE_CHECKING:  # torch loads with the plug-in's work, not with the config se
 __all__ = ["SAMPLING_MODES", "OpponentLoader", "OpponentPool", "SelfPlay", "SelfPlayConfig"]
 
 SAMPLING_MODES = ("latest", "uniform", "winrate")
+RANDOM, HEURISTIC = -1, -2
+"""Opponent ids of the scripted players (pool snapshots have ids >= 0)."""
 
 
 class OpponentPool:
@@ -136,11 +138,21 @@ class SelfPlayConfig:
     """How each batch's opponent is drawn from the pool."""
     random_fraction: float = param(0.2, ge=0.0, le=1.0)
     """Share of batches played against the random player instead of the pool."""
+    heuristic_fraction: float = param(0.0, ge=0.0, le=1.0)
+    """Share of batches played against the game's one-step-lookahead heuristic (win if it
+    can, else block, else random) instead of the pool: a fixed, sound opponent that a pool
+    of the learner's own snapshots may never resemble."""
 
     def check(self, cfg: Any) -> None:
         """Reject a self-play config that cannot work, before any work starts."""
         if not self.enabled:
             return
+        if self.random_fraction + self.heuristic_fraction > 1.0:
+            raise ConfigError(
+                "config keys 'selfplay.random_fraction' and 'selfplay.heuristic_fraction': "
+                f"{self.random_fraction} + {self.heuristic_fraction} is over 1; the two are "
+                "shares of the same batches"
+            )
         if cfg.run.runner != "processes":
             raise ConfigError(
                 f"config key 'selfplay.enabled': needs run.runner = 'processes', "
@@ -220,10 +232,14 @@ class SelfPlay:
         """Snapshot every ``snapshot_every`` batches; publish the next batch's opponent."""
         if batches > 0 and batches % self.cfg.snapshot_every == 0:
             self.pool.add(weights)
-        random = self._rng.random() < self.cfg.random_fraction
-        choice = None if random else self.pool.sample()
+        # One draw picks the batch's opponent: [0, random) the random player, then the
+        # heuristic's share, then the pool (the random player while the pool is empty).
+        draw = self._rng.random()
+        heuristic_end = self.cfg.random_fraction + self.cfg.heuristic_fraction
+        choice = None if draw < heuristic_end else self.pool.sample()
         if choice is None:
-            self.opponents.publish(weights, {"opponent": -1})
+            heuristic = self.cfg.random_fraction <= draw < heuristic_end
+            self.opponents.publish(weights, {"opponent": HEURISTIC if heuristic else RANDOM})
         else:
             self.opponents.publish(choice[1], {"opponent": choice[0]})
 
@@ -262,8 +278,8 @@ class SelfPlay:
 
 class OpponentLoader:
     """Worker side of :class:`SelfPlay`: before each episode, load the newest published
-    opponent (a pool snapshot, greedy over legal moves, or the random player) into the
-    env's other seat."""
+    opponent (a pool snapshot, greedy over legal moves, the random player or the
+    heuristic) into the env's other seat."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -291,8 +307,10 @@ class OpponentLoader:
 
         from shoal.agent.losses import mask_illegal
         from shoal.agent.networks import apply_network
-        from shoal.envs.connect_four import random_player
+        from shoal.envs.connect_four import heuristic_player, random_player
 
+        if self.opponent == HEURISTIC:
+            return heuristic_player
         if self.opponent < 0:
             return random_player
         network, params = actor.network, dict(state)

@@ -16,6 +16,7 @@ from shoal.envs.connect_four import (
     heuristic_player,
     play_match,
     random_player,
+    search2_player,
 )
 from shoal.errors import ShoalError
 
@@ -73,6 +74,28 @@ def test_heuristic_beats_random_and_random_is_legal():
     assert res["win"] >= 0.85
     obs = position(theirs=[(r, 3) for r in range(6)])
     assert all(random_player(obs, rng) != 3 for _ in range(50))
+
+
+def test_search2_never_hands_a_win_where_it_can_help_it():
+    rng = np.random.default_rng(0)
+    # The opponent has (4,1), (4,2), (4,3): a piece at (4,0) or (4,4) wins once the square
+    # below is filled. Column 0's (5,0) and column 4's (5,4) would open those squares.
+    trap = position(mine=[(5, 1), (5, 3), (3, 2)], theirs=[(5, 2), (4, 1), (4, 2), (4, 3)])
+    heuristic = {heuristic_player(trap, rng) for _ in range(200)}
+    search = {search2_player(trap, rng) for _ in range(200)}
+    assert {0, 4} & heuristic  # the heuristic walks into it some of the time
+    assert not {0, 4} & search and search <= {1, 2, 3, 5, 6}
+    # Winning and blocking come first, as for the heuristic.
+    win = position(mine=[(5, 0), (5, 1), (5, 2)], theirs=[(4, 0), (4, 1)])
+    assert search2_player(win, rng) == 3
+
+
+def test_search2_beats_the_heuristic_from_both_seats():
+    rng = np.random.default_rng(0)
+    player = lambda o: search2_player(o, rng)  # noqa: E731
+    for first in (True, False):
+        res = play_match(player, heuristic_player, 100, learner_first=first, seed=1)
+        assert res["win"] > res["loss"]
 
 
 def test_dqn_masking_in_targets_acting_and_greedy():

@@ -9,7 +9,8 @@ import torch
 import shoal
 from shoal.agent.actor import Actor
 from shoal.agent.networks import QNetwork
-from shoal.envs.connect_four import random_player
+from shoal.envs.connect_four import heuristic_player, random_player
+from shoal.errors import ConfigError
 from shoal.games.selfplay import OpponentLoader, OpponentPool, SelfPlay, SelfPlayConfig
 from shoal.run.checkpoint import load_checkpoint
 from shoal.run.directory import RunDir
@@ -123,6 +124,31 @@ def test_plugin_state_round_trip(no_shm_leak):
         b.close()
 
 
+def test_plugin_plays_the_heuristic_for_its_share_of_batches(no_shm_leak):
+    """One draw a batch: the random player's share, then the heuristic's, then the pool;
+    the shares come out as configured and the heuristic's games feed no snapshot record."""
+    sp = plugin(seed=1, random_fraction=0.2, heuristic_fraction=0.3, sampling="uniform")
+    try:
+        seen = []
+        for batch in range(2000):
+            sp.on_publish(snap(batch), batch)
+            seen.append(published(sp)[0])
+            sp.on_episode({"opponent": float(seen[-1])}, 1.0)
+        seen = np.array(seen[5:])  # the pool is full from batch 3 on
+        assert abs((seen == -1).mean() - 0.2) < 0.03
+        assert abs((seen == -2).mean() - 0.3) < 0.03
+        assert abs((seen >= 0).mean() - 0.5) < 0.03
+        assert set(sp.pool.win_rates()) <= set(range(2000))
+    finally:
+        sp.close()
+
+
+def test_heuristic_and_random_shares_over_one_are_refused():
+    cfg = SelfPlayConfig(enabled=True, random_fraction=0.6, heuristic_fraction=0.5)
+    with pytest.raises(ConfigError, match="selfplay.heuristic_fraction"):
+        cfg.check(None)
+
+
 class FakeEnv:
     def __init__(self):
         self.unwrapped = self
@@ -168,6 +194,10 @@ def test_opponent_loader_plays_the_published_snapshot(no_shm_leak):
         assert env.opponent(obs, rng) == 1
         assert loader.before_episode(env, actor) == {"opponent": 0.0}
         assert env.sets == 2  # nothing newer: the env keeps its opponent
+        sp.cfg.random_fraction, sp.cfg.heuristic_fraction = 0.0, 1.0
+        sp.on_publish(snapshot, 2)
+        assert loader.before_episode(env, actor) == {"opponent": -2.0}
+        assert env.opponent is heuristic_player
     finally:
         sp.close()
 
