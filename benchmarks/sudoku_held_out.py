@@ -14,7 +14,7 @@ median and range over seeds; writes the figures as JSON with ``--json``.
 
 Usage:
     python benchmarks/sudoku_held_out.py [--seeds 0 1 2 3 4] [--train 200]
-        [--held-out 20] [--workers 2] [--set episodes_per_puzzle=60] [--json PATH]
+        [--held-out 50] [--workers 2] [--set episodes_per_puzzle=60] [--json PATH]
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--train", type=int, default=200)
     parser.add_argument("--train-givens", type=int, nargs="+", default=[45, 34, 26])
-    parser.add_argument("--held-out", type=int, default=20)
+    parser.add_argument("--held-out", type=int, default=50)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--json")
