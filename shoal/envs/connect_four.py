@@ -80,13 +80,22 @@ def heuristic_player(obs: np.ndarray, rng: np.random.Generator) -> int:
     """One-step lookahead: a winning column if any, else one that blocks the opponent's
     immediate win, else a random legal column."""
     mine, theirs, legal = _planes(obs)
+    cols = [int(c) for c in np.flatnonzero(legal)]
+    forced = _win_or_block(mine, theirs, cols, rng)
+    return int(rng.choice(cols)) if forced is None else forced
+
+
+def _win_or_block(
+    mine: np.ndarray, theirs: np.ndarray, cols: list[int], rng: np.random.Generator
+) -> int | None:
+    """A column among ``cols`` that wins at once, else one that blocks the opponent's
+    immediate win, else None."""
     filled = mine | theirs
-    cols = np.flatnonzero(legal)
     for pieces in (mine, theirs):
-        hits = [c for c in cols if _wins_with(pieces, filled, int(c))]
+        hits = [c for c in cols if _wins_with(pieces, filled, c)]
         if hits:
             return int(rng.choice(hits))
-    return int(rng.choice(cols))
+    return None
 
 
 def search2_player(obs: np.ndarray, rng: np.random.Generator) -> int:
@@ -95,13 +104,11 @@ def search2_player(obs: np.ndarray, rng: np.random.Generator) -> int:
     opponent cannot win at once (the heuristic plays under the opponent's threats; this
     player does not), else any legal column."""
     mine, theirs, legal = _planes(obs)
-    filled = mine | theirs
     cols = [int(c) for c in np.flatnonzero(legal)]
-    for pieces in (mine, theirs):
-        hits = [c for c in cols if _wins_with(pieces, filled, c)]
-        if hits:
-            return int(rng.choice(hits))
-    safe = [c for c in cols if not _hands_a_win(theirs, filled, c)]
+    forced = _win_or_block(mine, theirs, cols, rng)
+    if forced is not None:
+        return forced
+    safe = [c for c in cols if not _hands_a_win(theirs, mine | theirs, c)]
     return int(rng.choice(safe or cols))
 
 

@@ -224,7 +224,7 @@ class SelfPlay:
     def on_episode(self, meta: Mapping[str, float], final_reward: float) -> None:
         """Record the learner's result (the episode's last reward) against the snapshot
         the episode was played with."""
-        opponent = int(meta.get("opponent", -1))
+        opponent = int(meta.get("opponent", RANDOM))
         if opponent >= 0:
             self.pool.record(opponent, float(final_reward))
 
@@ -284,7 +284,7 @@ class OpponentLoader:
     def __init__(self, store: Any) -> None:
         self.store = store
         self.version = -1
-        self.opponent = -1
+        self.opponent = RANDOM
         self.policy: Callable[..., int] | None = None
         self.loaded: dict[int, int] = {}
         """Version of the opponent each env (by id) plays against: a worker's envs begin
