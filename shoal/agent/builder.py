@@ -10,17 +10,20 @@ import torch
 from torch import nn
 
 from shoal.agent.actor import Actor, WeightSource
+from shoal.agent.augment import Augment
 from shoal.agent.learner import DQN, Learner
 from shoal.agent.network_factory import build_user_network
 from shoal.agent.networks import Params, QNetwork, network_args
 from shoal.agent.schedules import LinearSchedule
 from shoal.config import Config
 from shoal.envs import EnvSpec
+from shoal.errors import ConfigError
 from shoal.replay import NStepWriter, ReplayBuffer
 from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = [
     "build_actor",
+    "build_augment",
     "build_epsilon",
     "build_learner",
     "build_network",
@@ -39,6 +42,27 @@ def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
         torch.manual_seed(cfg.run.seed)
     network = build_q_network(cfg, spec)
     return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
+
+
+def build_augment(cfg: Config, spec: EnvSpec, learner: Learner) -> Augment | None:
+    """What augments ``learner``'s sampled batches (``dqn.augment``; None: nothing),
+    its generator seeded from the run seed."""
+    if cfg.dqn.augment == "none":
+        return None
+    if type(learner).make_batch is not Learner.make_batch:
+        raise ConfigError(
+            f"config key 'dqn.augment': {cfg.dqn.augment!r} augments single sampled "
+            f"transitions, and run.recipe {cfg.run.recipe!r}'s {type(learner).__name__} "
+            "makes its own batches; use 'none'"
+        )
+    return Augment(
+        cfg.dqn.augment,
+        derive_seed(cfg.run.seed, SeedStream.AUGMENT),
+        image=spec.image,
+        board=cfg.dqn.board or spec.board or (),
+        n_actions=spec.n_actions,
+        action_mask=cfg.dqn.action_mask,
+    )
 
 
 def build_q_network(cfg: Config, spec: EnvSpec) -> nn.Module:

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from shoal.agent.augment import Augment
 from shoal.agent.losses import Batch, DQNLoss
 from shoal.agent.networks import make_q_network
 from shoal.agent.noisy import NoiseSource, noise_shapes
@@ -109,6 +110,9 @@ class Learner(UpdateSteps):
         shapes = noise_shapes(self.params)
         if shapes:
             self.noise = NoiseSource(shapes, int(torch.randint(2**62, ())))
+        self.augment: Augment | None = None
+        """What changes each sampled batch before it becomes tensors (``dqn.augment``;
+        None: nothing), set by whoever builds the learner for a run."""
         self.init_updates(loss)
 
     def draw_noise(self) -> Noise | None:
@@ -154,7 +158,10 @@ class Learner(UpdateSteps):
     """The batch its loss reads: a replay sample's fields and :meth:`batch_extras`."""
 
     def make_batch(self, sample: Mapping[str, np.ndarray]) -> Batch:
-        """A replay sample as tensors on this learner's device, with its extras."""
+        """A replay sample as tensors on this learner's device, with its extras (and
+        augmented first when :attr:`augment` is set)."""
+        if self.augment is not None:
+            sample = self.augment(sample)
         base = vars(Batch.from_numpy(sample, self.device))
         return self.batch_type(**base, **self.batch_extras(len(sample["action"])))
 
@@ -165,13 +172,21 @@ class Learner(UpdateSteps):
 
     def extra_state(self) -> dict[str, Any]:
         """State beyond weights, optimizer and counter that a resume needs (the generators
-        of the noise and of :meth:`batch_extras`): nothing for plain DQN."""
-        return {} if self.noise is None else {"noise": self.noise.state_dict()}
+        of the noise, of :meth:`batch_extras` and of the augmentation): nothing for
+        plain DQN."""
+        state: dict[str, Any] = {}
+        if self.noise is not None:
+            state["noise"] = self.noise.state_dict()
+        if self.augment is not None:
+            state["augment"] = self.augment.state_dict()
+        return state
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
         """Restore what :meth:`extra_state` saved (``state`` is the learner's whole state)."""
         if self.noise is not None:
             self.noise.load_state_dict(state["noise"])
+        if self.augment is not None and "augment" in state:  # absent: saved without one
+            self.augment.load_state_dict(state["augment"])
 
     def read(self, pending: Pending) -> LossInfo:
         """An update's loss and TD errors read back (waits for the update)."""

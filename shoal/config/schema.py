@@ -115,6 +115,9 @@ ENCODERS = ("auto", "mlp", "minatar", "nature", "der")
 """``dqn.encoder``'s values (:mod:`shoal.agent.networks` holds the layers of each image
 encoder)."""
 
+AUGMENTS = ("none", "shift", "mirror")
+"""``dqn.augment``'s values (:mod:`shoal.agent.augment` holds what each does)."""
+
 
 @dataclass
 class DQNConfig:
@@ -170,6 +173,23 @@ class DQNConfig:
     """Updates between hard target copies."""
     tau: float = param(0.005, gt=0.0, le=1.0)
     """Soft target update rate."""
+    augment: str = param("none", choices=AUGMENTS)
+    """Augment replayed batches: 'shift' moves image observations by up to 4 pixels
+    (DrQ's random shifts, for pixels), 'mirror' mirrors half the transitions of a board
+    game whose actions are its columns (the board from dqn.board or the env's
+    board_shape: Connect Four), 'none' leaves them as sampled. For the learners that
+    sample single transitions: the dqn, iqn and c51 recipes, not on the agents runner."""
+
+    def check(self, cfg: Any) -> None:
+        """The agents runner stacks its K agents' batches, which augmentation does not
+        reach (a recipe whose learner makes its own batches is refused when built)."""
+        if self.augment == "none":
+            return
+        if cfg.run.runner == "agents":
+            raise ConfigError(
+                f"config key 'dqn.augment': {self.augment!r} is not on the agents runner "
+                "(its K agents' batches are stacked); use 'none'"
+            )
 
 
 @dataclass

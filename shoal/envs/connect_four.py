@@ -130,6 +130,9 @@ class ConnectFourEnv(gym.Env):
     """
 
     metadata = {"render_modes": []}
+    board_shape = (ROWS, COLS, 2)
+    """The board at the start of each observation (height, width, planes): what a
+    convolutional encoder and ``dqn.augment = 'mirror'`` read."""
 
     def __init__(self, opponent: Player | None = None, learner_first: bool | None = None) -> None:
         import pettingzoo  # the registry API; the old module import path is deprecated

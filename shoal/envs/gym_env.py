@@ -36,6 +36,9 @@ class EnvSpec:
     image encoder), else None."""
     image_high: float = 1.0
     """The image's largest pixel value (the encoder scales pixels to [0, 1])."""
+    board: tuple[int, int, int] | None = None
+    """``(height, width, channels)`` of a board game's board at the start of each flat
+    observation, as the env declares it (its ``board_shape``), else None."""
     observation_space: Any = field(default=None, compare=False, repr=False)
     """The flat observation space the networks read (what a user's network factory is
     given); None: a ``Box`` of ``obs_dim`` floats."""
@@ -187,6 +190,7 @@ def probe_env(cfg: EnvConfig) -> EnvSpec:
                 n_actions=n,
                 image=image,
                 image_high=high,
+                board=getattr(env.unwrapped, "board_shape", None),
                 observation_space=env.observation_space,
                 action_space=env.action_space,
             )

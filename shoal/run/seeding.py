@@ -37,6 +37,8 @@ class SeedStream(IntEnum):
     """Evaluation episodes' random actions (``run.eval_epsilon``)."""
     SELFPLAY = 10
     """Self-play's opponent choices (until issue 54: the workers' stream, 4)."""
+    AUGMENT = 11
+    """The learner's batch augmentation (``dqn.augment``)."""
     MAPF_EVAL = 21
     """MAPF's generated evaluation instances."""
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.builder import build_epsilon, build_replay
+from shoal.agent.builder import build_augment, build_epsilon, build_replay
 from shoal.agent.late_priorities import LatePriorities
 from shoal.agent.learner import Learner
 from shoal.agent.update_steps import UpdateSteps
@@ -56,6 +56,7 @@ class DQNRunner(Runner):
                 f"{type(learner).__name__}, not a shoal.agent.learner.Learner; build it as "
                 "Learner(network, loss, cfg.dqn) (or a subclass) with your own loss"
             )
+        learner.augment = build_augment(cfg, spec, learner)
         learner.set_compile(cls.compile_mode(cfg))
         return learner
 
