@@ -139,5 +139,6 @@ def _check_mirror(board: Sequence[int], n_actions: int) -> None:
     if n_actions != board[1]:
         raise ConfigError(
             f"config key 'dqn.augment': 'mirror' reads action a as column a of the board, "
-            f"and this env has {n_actions} actions where dqn.board is {board[1]} wide"
+            f"and this env has {n_actions} actions where the board (dqn.board or the env's "
+            f"board_shape) is {board[1]} wide"
         )
