@@ -60,6 +60,7 @@ bench: $(STAMP) $(RLLIB_STAMP)
 	$(PY) benchmarks/minatar_breakout.py --seeds 3 --minutes 8
 	$(PY) benchmarks/checkpoint_memory.py
 	$(PY) benchmarks/learner_update.py
+	$(PY) benchmarks/augment_cost.py
 	$(PY) benchmarks/bench_check.py
 	$(PY) benchmarks/bench_verdicts.py
 	$(PY) benchmarks/sudoku_held_out.py
