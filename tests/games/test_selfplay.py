@@ -240,7 +240,7 @@ def test_selfplay_run_on_connect_four(tmp_path):
             "run.eval_episodes=4",
             "run.progress=false",
             "dqn.hidden=[32]",
-            "dqn.augment=mirror",  # the env's board_shape, mirrored on the processes runner
+            "dqn.augment=mirror",  # the preset's: the env's board_shape, on the processes runner
             "selfplay.snapshot_every=2",
             "selfplay.random_fraction=0.0",
             "processes.episodes_per_batch=2",
