@@ -10,7 +10,7 @@ records are printed alongside, for scale. The in-run evaluations (every tenth of
 against random and the heuristic) are the learning curve.
 
 Usage:
-    python benchmarks/connect4_selfplay.py [--steps 400000] [--games 500] [--seed 0]
+    python benchmarks/connect4_selfplay.py [--steps N (the preset's)] [--games 500] [--seed 0]
         [--set KEY=VALUE ...] [--json PATH]
 """
 
@@ -76,12 +76,13 @@ def records(actor: Any, games: int, seed: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=400_000)
+    parser.add_argument("--steps", type=int, help="env steps (default: the preset's)")
     parser.add_argument("--games", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--json")
     args = parser.parse_args()
+    args.steps = args.steps or load_config("connect4").run.total_steps
     out = tempfile.mkdtemp()
     result, wall = train(args, out)
     run = RunDir(result.run_dir)
