@@ -11,7 +11,7 @@ against random and the heuristic) are the learning curve.
 
 Usage:
     python benchmarks/connect4_selfplay.py [--steps N (the preset's)] [--games 500] [--seed 0]
-        [--set KEY=VALUE ...] [--json PATH]
+        [--set KEY=VALUE ...] [--json PATH] [--resume RUN_DIR]
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ OPPONENTS = {"random": random_player, "heuristic": heuristic_player, "search2": 
 def train(args: argparse.Namespace, out: str) -> tuple[Any, float]:
     """The preset trained for ``--steps`` with ``--set`` on top; its result and wall time."""
     t0 = time.perf_counter()
+    if args.resume:  # the same run, on from its latest checkpoint (replay, pool, generators)
+        steps = [f"run.total_steps={args.steps}", "run.progress=false", *args.sets]
+        return shoal.train(resume=args.resume, overrides=steps), time.perf_counter() - t0
     result = shoal.train(
         "connect4",
         overrides=[
@@ -81,6 +84,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", dest="sets", action="append", default=[], help="KEY=VALUE")
     parser.add_argument("--json")
+    parser.add_argument(
+        "--resume", help="a run directory to continue to --steps (its config and seed)"
+    )
     args = parser.parse_args()
     args.steps = args.steps or load_config("connect4").run.total_steps
     out = tempfile.mkdtemp()
