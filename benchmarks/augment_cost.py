@@ -17,10 +17,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
-import statistics
-import time
-from typing import Any
+import sys
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -31,27 +29,14 @@ from shoal.agent.losses import DQNLoss
 from shoal.agent.networks import make_q_network
 from shoal.config import load_config
 
+sys.path.insert(0, os.path.dirname(__file__))
+from learner_update import alternated_ms, machine, random_sample  # noqa: E402
+
 CASES = {
     "atari-100k": {"kind": "shift", "obs_dim": 4 * 84 * 84, "actions": 4, "image": (4, 84, 84)},
     "connect4": {"kind": "mirror", "obs_dim": 6 * 7 * 2 + 7, "actions": 7, "board": (6, 7, 2)},
 }
 """Each preset's augmentation and observations (an image, or a board then a legal mask)."""
-
-
-def make_sample(case: dict[str, Any], b: int, rng: np.random.Generator) -> dict[str, Any]:
-    """A replay sample of ``b`` random transitions shaped like the preset's."""
-    if "image" in case:
-        obs = rng.integers(0, 256, (2, b, case["obs_dim"]), dtype=np.uint8)
-    else:
-        obs = rng.integers(0, 2, (2, b, case["obs_dim"])).astype(np.float32)
-    return {
-        "obs": obs[0],
-        "action": rng.integers(case["actions"], size=b),
-        "reward": rng.normal(size=b).astype(np.float32),
-        "next_obs": obs[1],
-        "discount": np.full(b, 0.97, np.float32),
-        "weights": np.ones(b, np.float32),
-    }
 
 
 def measure(preset: str, reps: int, updates: int) -> dict[str, float]:
@@ -71,17 +56,22 @@ def measure(preset: str, reps: int, updates: int) -> dict[str, float]:
         n_actions=case["actions"],
         action_mask="board" in case,
     )
-    sample = make_sample(case, cfg.dqn.batch_size, np.random.default_rng(0))
-    times: dict[str, list[float]] = {"none": [], case["kind"]: []}
-    for _ in range(reps):
-        for way, aug in (("none", None), (case["kind"], augment)):
+    rng = np.random.default_rng(0)
+    b, dim = cfg.dqn.batch_size, case["obs_dim"]
+    if image:
+        obs = rng.integers(0, 256, (2, b, dim), dtype=np.uint8)
+    else:  # a board's planes and its legal mask: zeros and ones
+        obs = rng.integers(0, 2, (2, b, dim)).astype(np.float32)
+    sample = random_sample(obs, case["actions"], rng)
+
+    def way(aug: Augment | None) -> Callable[[], None]:
+        def update() -> None:
             learner.augment = aug
-            learner.step(learner.make_batch(sample))  # warm-up of this path
-            t0 = time.perf_counter()
-            for _ in range(updates):
-                learner.step(learner.make_batch(sample))
-            times[way].append((time.perf_counter() - t0) / updates * 1e3)
-    return {way: statistics.median(t) for way, t in times.items()}
+            learner.step(learner.make_batch(sample))
+
+        return update
+
+    return alternated_ms({"none": way(None), case["kind"]: way(augment)}, reps, updates)
 
 
 def main() -> None:
@@ -90,10 +80,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=20, help="updates per way per round")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min); "
-        f"torch {torch.__version__}, 1 thread; Python {platform.python_version()}"
-    )
+    print(machine())
     print(f"{'preset':<12} {'augment':<8} {'batch':>5} {'none':>10} {'augmented':>10} {'ratio':>7}")
     for preset, case in CASES.items():
         r = measure(preset, args.reps, args.updates)

@@ -26,6 +26,8 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -57,34 +59,64 @@ def make_learner(preset: str) -> tuple[Learner, object]:
         obs = rng.integers(0, 256, (2, b, obs_dim), dtype=np.uint8)
     else:
         obs = rng.normal(size=(2, b, obs_dim)).astype(np.float32)
-    sample = {
+    return learner, learner.make_batch(random_sample(obs, 4, rng))
+
+
+def random_sample(obs: np.ndarray, actions: int, rng: np.random.Generator) -> dict[str, Any]:
+    """A replay sample around ``obs`` (``obs`` and ``next_obs`` stacked: 2 x batch x
+    size), with random actions among ``actions`` and random rewards."""
+    b = obs.shape[1]
+    return {
         "obs": obs[0],
-        "action": rng.integers(4, size=b),
+        "action": rng.integers(actions, size=b),
         "reward": rng.normal(size=b).astype(np.float32),
         "next_obs": obs[1],
         "discount": np.full(b, 0.97, np.float32),
         "weights": np.ones(b, np.float32),
     }
-    return learner, learner.make_batch(sample)
+
+
+def alternated_ms(
+    ways: Mapping[str, Callable[[], None]], reps: int, updates: int
+) -> dict[str, float]:
+    """Median ms per call of each way (one update), the ways alternated within each of
+    ``reps`` rounds of ``updates`` calls, so load from other work falls on all alike."""
+    times: dict[str, list[float]] = {way: [] for way in ways}
+    for _ in range(reps):
+        for way, update in ways.items():
+            update()  # warm-up of this path
+            t0 = time.perf_counter()
+            for _ in range(updates):
+                update()
+            times[way].append((time.perf_counter() - t0) / updates * 1e3)
+    return {way: statistics.median(t) for way, t in times.items()}
+
+
+def machine() -> str:
+    """The machine line every figure is printed under."""
+    return (
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min); "
+        f"torch {torch.__version__}, 1 thread; Python {platform.python_version()}"
+    )
 
 
 def measure(preset: str, reps: int, updates: int) -> dict[str, float]:
     """Median ms per update, merged and split, alternated within each round."""
     learner, batch = make_learner(preset)
     loss = learner.loss
-    times: dict[bool, list[float]] = {True: [], False: []}
-    for _ in range(reps):
-        for merge in (True, False):
+
+    def way(merge: bool) -> Callable[[], None]:
+        def update() -> None:
             loss.merge_next = merge
-            learner.step(batch)  # warm-up of this path
-            t0 = time.perf_counter()
-            for _ in range(updates):
-                learner.step(batch)
-            times[merge].append((time.perf_counter() - t0) / updates * 1e3)
+            learner.step(batch)
+
+        return update
+
+    r = alternated_ms({"merged": way(True), "split": way(False)}, reps, updates)
     default = DQNLoss(learner.online).merge_next
     return {
-        "merged_ms": statistics.median(times[True]),
-        "split_ms": statistics.median(times[False]),
+        "merged_ms": r["merged"],
+        "split_ms": r["split"],
         "default": "merged" if default else "split",
     }
 
@@ -96,10 +128,7 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=10, help="updates per way per round")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(
-        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} (1 min); "
-        f"torch {torch.__version__}, 1 thread; Python {platform.python_version()}"
-    )
+    print(machine())
     print(f"{'preset':<18} {'batch':>5} {'merged':>10} {'split':>10} {'merged/split':>13}  default")
     for preset in args.presets:
         r = measure(preset, args.reps, args.updates)
