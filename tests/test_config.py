@@ -26,6 +26,8 @@ def test_defaults_and_presets_validate():
     assert "cartpole" in preset_names()
     cfg = load_config("cartpole")
     assert cfg.env.id == "CartPole-v1"
+    for name in preset_names():  # every preset's keys and values pass validation
+        assert load_config(name).validate() is not None, name
 
 
 def test_overrides_parse_toml_values_and_bare_words():
@@ -519,11 +521,15 @@ def test_eval_episodes_default_to_twenty_returns_worth():
 
 def test_a_config_file_extends_a_preset_or_another_file(tmp_path):
     """`extends` applies the named preset (or a TOML file beside this one) first, then
-    this file; the MinAtar games' presets are minatar-breakout's on another game."""
+    this file; the MinAtar games' presets are minatar-breakout's on another game (Asterix
+    with the reference DQN's 1-step learning rule, an update per frame)."""
     asterix = load_config("minatar-asterix")
     breakout = load_config("minatar-breakout")
     assert (asterix.env.id, asterix.run.name) == ("MinAtar/Asterix-v1", "minatar-asterix")
-    assert asterix.dqn == breakout.dqn and asterix.run.train_freq == breakout.run.train_freq
+    assert load_config("minatar-freeway").dqn == breakout.dqn
+    assert (asterix.dqn.n_step, asterix.run.train_freq, breakout.dqn.n_step) == (1, 1, 3)
+    same = ("encoder", "hidden", "gamma", "target_period", "max_grad_norm")
+    assert all(getattr(asterix.dqn, k) == getattr(breakout.dqn, k) for k in same)
     (tmp_path / "base.toml").write_text('extends = "cartpole"\n[dqn]\nlr = 0.002\n')
     (tmp_path / "mine.toml").write_text('extends = "base.toml"\n[run]\nseed = 7\n')
     cfg = load_config(tmp_path / "mine.toml", ["dqn.gamma=0.9"])

@@ -119,3 +119,16 @@ def test_replay_keeps_frames_as_bytes_and_the_learner_takes_them():
     batch = Batch.from_numpy(replay.sample(8), "cpu")
     assert batch.obs.dtype == torch.uint8
     assert np.isfinite(learner.step(batch).loss)
+
+
+@pytest.mark.timeout(120)
+def test_the_asterix_preset_trains_a_short_run(tmp_path):
+    """minatar-asterix's own learning rule (one env, 1-step, an update per frame) through
+    the serial runner: updates happen and the run ends with its checkpoints."""
+    import shoal
+
+    steps = ["run.total_steps=400", "run.learning_starts=100", "run.eval_every=400"]
+    overrides = [*steps, "run.eval_episodes=1", "run.progress=false"]
+    result = shoal.train("minatar-asterix", overrides=overrides, run_dir=tmp_path / "run")
+    assert (tmp_path / "run" / "checkpoints" / "best.pt").is_file()
+    assert result.updates >= 300
