@@ -26,8 +26,8 @@ def test_defaults_and_presets_validate():
     assert "cartpole" in preset_names()
     cfg = load_config("cartpole")
     assert cfg.env.id == "CartPole-v1"
-    for name in preset_names():  # every preset's keys and values pass validation
-        assert load_config(name).validate() is not None, name
+    for name in preset_names():  # a bad key or value raises ConfigError naming it
+        load_config(name)
 
 
 def test_overrides_parse_toml_values_and_bare_words():
