@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+import shoal
 from shoal.agent.networks import ImageEncoder, image_encoder, make_q_network
 from shoal.config import DQNConfig, EnvConfig
 from shoal.envs import make_env, probe_env
@@ -125,8 +126,6 @@ def test_replay_keeps_frames_as_bytes_and_the_learner_takes_them():
 def test_the_asterix_preset_trains_a_short_run(tmp_path):
     """minatar-asterix's own learning rule (one env, 1-step, an update per frame) through
     the serial runner: updates happen and the run ends with its checkpoints."""
-    import shoal
-
     steps = ["run.total_steps=400", "run.learning_starts=100", "run.eval_every=400"]
     overrides = [*steps, "run.eval_episodes=1", "run.progress=false"]
     result = shoal.train("minatar-asterix", overrides=overrides, run_dir=tmp_path / "run")
