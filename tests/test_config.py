@@ -530,6 +530,11 @@ def test_a_config_file_extends_a_preset_or_another_file(tmp_path):
     assert (asterix.dqn.n_step, asterix.run.train_freq, breakout.dqn.n_step) == (1, 1, 3)
     same = ("encoder", "hidden", "gamma", "target_period", "max_grad_norm")
     assert all(getattr(asterix.dqn, k) == getattr(breakout.dqn, k) for k in same)
+    # Atari 100k keeps the atari preset's Nature network (DER as Dopamine runs it)
+    atari, small_budget = load_config("atari"), load_config("atari-100k")
+    assert (small_budget.dqn.encoder, small_budget.dqn.hidden) == ("nature", [512])
+    assert small_budget.dqn.hidden == atari.dqn.hidden
+    assert (small_budget.dqn.n_step, small_budget.run.total_steps) == (10, 100_000)
     (tmp_path / "base.toml").write_text('extends = "cartpole"\n[dqn]\nlr = 0.002\n')
     (tmp_path / "mine.toml").write_text('extends = "base.toml"\n[run]\nseed = 7\n')
     cfg = load_config(tmp_path / "mine.toml", ["dqn.gamma=0.9"])
