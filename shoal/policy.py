@@ -46,6 +46,8 @@ class Policy:
     memory: Any = field(default=None, repr=False)
     """A recurrent run's greedy policy with one memory per row (None: not recurrent, or
     no action since :meth:`reset`)."""
+    obs_dim: int | None = None
+    """The size of one flat observation, as the run's env gives it (None: unchecked)."""
 
     @property
     def recurrent(self) -> bool:
@@ -59,12 +61,19 @@ class Policy:
         self.memory = None
 
     def act(self, obs: Any) -> Any:
-        """The greedy action for one observation, or an array of them for a batch
-        ``(batch, *obs_shape)``; a recurrent policy steps its memory (one per row) on
-        them."""
+        """The greedy action for one flat observation, or an array of them for a batch
+        ``(batch, obs_dim)``; a recurrent policy steps its memory (one per row) on them."""
         x = np.asarray(obs, np.float32)
         single = x.ndim == 1
         batch = x[None] if single else x
+        # an image left unflattened, (channels, height, width), would otherwise read as a
+        # batch of rows
+        if self.obs_dim is not None and (batch.ndim != 2 or batch.shape[1] != self.obs_dim):
+            raise ValueError(
+                f"Policy.act takes one flat observation of {self.obs_dim} values or a batch"
+                f" (batch, {self.obs_dim}), as the run's env gives them (Policy.make_env);"
+                f" got shape {x.shape}"
+            )
         if self.recurrent:
             actions = self._recurrent_act(batch)
         else:
@@ -136,4 +145,4 @@ def _policy(
     network = network.to(device).eval().requires_grad_(False)
     weights = ActorWeights(network=network, device=device)
     actor = recipe.make_actor(cfg, spec, np.random.default_rng(0), weights)
-    return Policy(network, cfg, actor)
+    return Policy(network, cfg, actor, obs_dim=spec.obs_dim)

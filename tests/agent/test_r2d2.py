@@ -152,7 +152,10 @@ def test_r2d2_trains_and_evaluates_with_memory_and_bad_settings_are_one_line_err
     result = shoal.train(None, overrides=[*tiny(), *R2D2, *env], run_dir=tmp_path / "r")
     assert result.updates > 0 and np.isfinite(result.eval_return)
     assert shoal.evaluate_run(tmp_path / "r", 3).shape == (3,)
-    policy_carries_memory_until_reset(shoal.load_policy(tmp_path / "r"))
+    policy = shoal.load_policy(tmp_path / "r")
+    policy_carries_memory_until_reset(policy)
+    with pytest.raises(ValueError, match=r"flat observation of 2 values.*got shape \(2, 1\)"):
+        policy.act(np.zeros((2, 1)))  # not flat: one value per row
     with pytest.raises(ConfigError, match="'r2d2.period'.*at most r2d2.length"):
         load_config("cartpole", overrides=[*R2D2, "r2d2.period=9"])
     with pytest.raises(ConfigError, match="'run.runner'"):
