@@ -26,6 +26,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -103,11 +104,10 @@ def check_consent(
     also: Sequence[NamedCode] = (),
 ) -> None:
     """One line naming the modules unless ``cfg`` (and ``also``: code a study's space may
-    pick) names no code outside shoal or the user trusts it. ``where`` names what is
+    pick) names no code outside shoal or the user trusts it (then the same modules are
+    named on stderr, before any is imported). ``where`` names what is
     opened (``"run 'runs/x'"``); ``user_keys`` are keys the user gave values of their own
     (a resume's ``--set``), not the run's."""
-    if trust_code:
-        return
     names = [c for c in [*named_code(cfg), *also] if c.key not in user_keys]
     if not names:
         return
@@ -115,6 +115,9 @@ def check_consent(
         f"{shown(c.module)} ({c.key}{'' if c.value == c.module else ' = ' + shown(c.value)})"
         for c in names
     )
+    if trust_code:  # said before anything is imported, so the user sees what runs
+        print(f"shoal: trusting {where}: importing its code, module {listed}", file=sys.stderr)
+        return
     raise UntrustedCodeError(
         f"{where} names code of its own, which opening it would run: module {listed}; add "
         f"{TRUST_FLAG} (trust_code=True in Python) if you trust the run"

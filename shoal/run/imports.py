@@ -7,7 +7,7 @@ A name reaches those processes as text, never as a pickled object, so what a run
 written in its ``config.toml`` and ``shoal eval`` or ``--resume`` rebuild it. The working
 directory is searched after ``sys.path`` (a console script, unlike ``python -m``, does not
 put it there), and a Ray actor adopts the driver's search path
-(:func:`search_path` / :func:`adopt_search_path`), so a module beside the user's script
+(:func:`search_path`, :meth:`DriverPath.adopt`), so a module beside the user's script
 imports wherever the run's processes start on this machine.
 
 Opening a run someone else made (``shoal eval``, ``--resume``) must run none of its code
@@ -22,20 +22,21 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import importlib
 import inspect
 import os
 import reprlib
 import sys
 import types
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from shoal.errors import ConfigError, UntrustedCodeError, first_line
 
 __all__ = [
     "LOCAL_OBJECTS",
-    "adopt_search_path",
+    "DriverPath",
     "check_factory",
     "check_path_syntax",
     "check_recipe_class",
@@ -282,15 +283,36 @@ def import_modules(modules: Iterable[str], key: str) -> None:
         _import(module, key, "the")
 
 
-def search_path() -> list[str]:
-    """This process's module search path, with the working directory (what a worker on this
-    machine needs to import what the driver imports)."""
-    return [*sys.path, os.getcwd()]
+@dataclasses.dataclass(frozen=True)
+class DriverPath:
+    """What a worker on this machine needs to import what the driver imports and to read
+    what it reads (:func:`search_path`), handed to Ray's actors and tasks."""
+
+    modules: tuple[str, ...]
+    """The driver's module search path."""
+    directory: str | None
+    """The driver's working directory, where a worker runs (relative paths in a config
+    mean the same there); None while a run is opened untrusted."""
+
+    def adopt(self) -> None:
+        """Append the entries this process lacks and can see (a Ray worker starts with
+        Ray's own), and move into the driver's directory (a Ray worker starts in an empty
+        one: :mod:`shoal.runners.ray.local`)."""
+        for entry in self.modules:
+            if entry and entry not in sys.path and os.path.isdir(entry):
+                sys.path.append(entry)
+        if self.directory is not None and os.path.isdir(self.directory):
+            os.chdir(self.directory)
 
 
-def adopt_search_path(paths: Sequence[str]) -> None:
-    """Append the driver's search-path entries this process lacks and can see (a Ray
-    actor starts with Ray's own)."""
-    for entry in paths:
-        if entry and entry not in sys.path and os.path.isdir(entry):
-            sys.path.append(entry)
+def search_path() -> DriverPath:
+    """This process's module search path with the working directory. While a run or study
+    is open untrusted (:func:`refusing_user_code`) the working directory is left out, as
+    an entry of ``sys.path`` too, and workers stay where Ray started them: it may be the
+    received run's own folder (``cd RUN && shoal train --resume .``), and a ``pynvml.py``
+    there would run in every worker that imports it."""
+    cwd = os.getcwd()
+    if _REFUSING.get() is None:
+        return DriverPath((*sys.path, cwd), cwd)
+    real = os.path.realpath(cwd)
+    return DriverPath(tuple(p for p in sys.path if p and os.path.realpath(p) != real), None)

@@ -125,6 +125,9 @@ def create_segment(prefix: str, size: int) -> shared_memory.SharedMemory:
     The caller owns it and must :func:`release_segment` it with ``owner=True`` (a
     :class:`Segment` does that for you).
     """
+    from shoal.sync.workers import start_resource_tracker
+
+    start_resource_tracker()  # it is not started from the working directory's modules
     name = f"shoal_{prefix}_{os.getpid()}_{secrets.token_hex(4)}"
     shm = shared_memory.SharedMemory(name=name, create=True, size=max(int(size), 1))
     _OWNED.add(shm.name)

@@ -2,7 +2,13 @@
 (rollout workers, the agents runner's collector, Sudoku's workers).
 
 - **One start method**, ``spawn`` (:data:`SPAWN`): CUDA and ``fork`` do not mix, and a
-  forked child inherits locks other threads of the parent held at the fork.
+  forked child inherits locks other threads of the parent held at the fork. A spawned child
+  (and multiprocessing's resource tracker) is ``python -c ...``, which puts the working
+  directory first on its module path until the parent's path replaces it: long enough to
+  import ``multiprocessing`` and a dozen stdlib modules from it. Opened from inside a
+  received run's folder (``cd RUN && shoal train --resume .``), a ``multiprocessing.py``
+  there ran in every worker (measured). Children start with ``PYTHONSAFEPATH`` set
+  (Python 3.11's ``-P``), unset again in the child before its target runs.
 - **One child prologue** (:func:`child_prologue`): Ctrl-C in a terminal reaches the whole
   process group, so a worker ignores it and the parent stops it; one torch thread, since
   the cores belong to the workers together; and a watch on the parent, because a parent
@@ -16,13 +22,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.context
 import os
 import signal
 import sys
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,10 +41,74 @@ __all__ = [
     "WorkerProcess",
     "check_not_bootstrapping",
     "child_prologue",
+    "start_resource_tracker",
     "stop_processes",
 ]
 
-SPAWN = multiprocessing.get_context("spawn")
+_SAFE_PATH = "PYTHONSAFEPATH"
+_SET_HERE = "SHOAL_SET_PYTHONSAFEPATH"
+"""Marks a ``PYTHONSAFEPATH`` that shoal set for a child's start (the child unsets both)."""
+
+
+@contextlib.contextmanager
+def _no_working_directory_on_path() -> Iterator[None]:
+    """Python processes started within the block put no working directory on their module
+    path (``PYTHONSAFEPATH``; the user's own setting is left as it is)."""
+    if os.environ.get(_SAFE_PATH):
+        yield
+        return
+    os.environ[_SAFE_PATH] = os.environ[_SET_HERE] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(_SAFE_PATH, None)
+        os.environ.pop(_SET_HERE, None)
+
+
+def start_resource_tracker() -> None:
+    """Start multiprocessing's resource tracker (if not running) with no working directory
+    on its path: it is started by the first shared segment or lock and lives on."""
+    from multiprocessing import resource_tracker
+
+    with _no_working_directory_on_path():
+        resource_tracker.ensure_running()
+
+
+class _SpawnProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process whose interpreter starts with no working directory on its path."""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        with _no_working_directory_on_path():
+            start_resource_tracker()
+            return multiprocessing.context.SpawnProcess._Popen(process_obj)
+
+    def run(self) -> None:
+        if os.environ.pop(_SET_HERE, None):  # the target's own children start as usual
+            os.environ.pop(_SAFE_PATH, None)
+        super().run()
+
+
+class _SpawnContext(multiprocessing.context.SpawnContext):
+    """The spawn start method with :class:`_SpawnProcess`; its locks and queues start the
+    resource tracker as :func:`start_resource_tracker` does."""
+
+    Process = _SpawnProcess
+
+    def Lock(self) -> Any:  # noqa: N802 - multiprocessing's names
+        start_resource_tracker()
+        return super().Lock()
+
+    def Event(self) -> Any:  # noqa: N802
+        start_resource_tracker()
+        return super().Event()
+
+    def Queue(self, maxsize: int = 0) -> Any:  # noqa: N802
+        start_resource_tracker()
+        return super().Queue(maxsize)
+
+
+SPAWN = _SpawnContext()
 """The start method of every worker process shoal starts."""
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from shoal.run.imports import DriverPath
 from shoal.sync.workers import SPAWN, stop_processes
 from shoal.tune.trial import TrialJob, TrialOutcome, run_trial
 
@@ -123,7 +124,7 @@ class RayTrials:
     def __init__(
         self,
         ray: Any,
-        paths: list[str],
+        paths: DriverPath,
         *,
         started_ray: bool = False,
         stop: Callable[[], None] | None = None,
@@ -179,10 +180,8 @@ class RayTrials:
             self.ray.shutdown()
 
 
-def _ray_trial(job: TrialJob, paths: list[str]) -> TrialOutcome:
-    """A trial in a Ray worker: the driver's import paths first (the user's own env or
-    network modules, found as the driver finds them)."""
-    from shoal.run.imports import adopt_search_path
-
-    adopt_search_path(paths)
+def _ray_trial(job: TrialJob, paths: DriverPath) -> TrialOutcome:
+    """A trial in a Ray worker: the driver's import paths and directory first (the user's
+    own env or network modules, found as the driver finds them)."""
+    paths.adopt()
     return run_trial(job)

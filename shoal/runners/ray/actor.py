@@ -15,7 +15,6 @@ queue). A plain class: the runner makes it a Ray actor.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ from shoal.agent.acting import ActingRequest
 from shoal.config import Config
 from shoal.recipes import recipe_for
 from shoal.recipes.contract import ActorWeights
-from shoal.run.imports import adopt_search_path
+from shoal.run.imports import DriverPath
 from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = ["RolloutActor"]
@@ -41,8 +40,8 @@ class RolloutActor:
         tag: the run's tag: the replay actor is ``shoal-replay-TAG``, the weight server
             ``shoal-weights-TAG``.
         start: the run's start count (a resumed run draws seeds its first start did not).
-        search_path: the driver's module search path (its entries this process can see
-            are added to its own, so the user's code the config names imports here).
+        driver: the driver's module search path and directory (adopted, so the user's
+            code the config names imports here and relative paths mean the same).
     """
 
     def __init__(
@@ -52,13 +51,14 @@ class RolloutActor:
         actors: int,
         tag: str,
         start: int,
-        search_path: Sequence[str] = (),
+        driver: DriverPath | None = None,
     ) -> None:
         import ray
 
         from shoal.sync.ray_weights import RayWeightStore
 
-        adopt_search_path(search_path)
+        if driver is not None:
+            driver.adopt()
 
         torch.set_num_threads(1)
         os.nice(max(0, cfg.ray.actor_nice - os.nice(0)))  # raising niceness needs no rights

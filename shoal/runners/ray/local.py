@@ -1,4 +1,4 @@
-"""The local Ray a run or a study starts for itself (no cluster address given).
+"""The Ray a run or a study starts for itself (no cluster address given) or joins.
 
 ``ray.init`` starts Ray's daemons (GCS, raylet, and through the raylet every worker) as
 children in the caller's process group. A scheduler or supervisor that stops the job by
@@ -10,20 +10,32 @@ daemons in a process group of their own, as Ray does on Windows, so that a group
 SIGTERM reaches the driver alone; the driver checkpoints and then shuts its Ray down. Ray
 still ties each daemon to the driver's life (Linux's parent-death signal), so a driver
 killed outright takes them with it.
+
+Ray puts the directory the driver was in when it started or joined Ray in front of
+site-packages on every worker's module path (``JobConfig._py_driver_sys_path``), and a local
+Ray's daemons and workers run in it. A run opened from inside a received run's folder (``cd
+RUN && shoal train --resume .``) would then run any ``pynvml.py`` or ``timeit.py`` there in
+every worker that imports such a module lazily (measured: Ray 2.60's workers import
+``timeit`` mid-run). :func:`init_local_ray` and :func:`join_cluster` call ``ray.init`` from
+an empty directory of this process's own; the modules a run's workers need come from
+:func:`~shoal.run.imports.search_path`, appended after site-packages.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
 import sys
+import tempfile
+import threading
 from collections.abc import Iterator
 from typing import Any
 
 from shoal.runners.ray.address import local_auth_warning, local_node_ip
 
-__all__ = ["init_local_ray", "local_ray_options"]
+__all__ = ["init_local_ray", "join_cluster", "local_ray_options", "neutral_directory"]
 
 
 def local_ray_options(
@@ -54,8 +66,46 @@ def init_local_ray(ray: Any, **options: Any) -> None:
     if warning := local_auth_warning():
         print(warning, file=sys.stderr)
     _quiet_token_notice()
-    with _daemons_in_their_own_group(ray):
+    with _daemons_in_their_own_group(ray), neutral_directory():
         ray.init(**local_ray_options(**options))
+
+
+def join_cluster(ray: Any, address: str) -> None:
+    """Join the Ray cluster at ``address`` (a driver of it), from
+    :func:`neutral_directory`: a worker on this machine puts nothing of the folder the run
+    was started in on its module path."""
+    with neutral_directory():
+        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+
+
+_NEUTRAL: list[str] = []
+"""This process's empty directory (made at the first Ray start, kept while Ray may run)."""
+_CHDIR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def neutral_directory() -> Iterator[str]:
+    """Within the block the process's working directory is an empty one of its own (made
+    by ``mkdtemp``: nobody else can write there), then the one before again: what Ray
+    reads as the driver's directory at ``ray.init``. The directory stays while the process
+    lives (a local Ray's workers run in it) and is removed at exit if still empty. The
+    working directory is the process's: another thread that opens a relative path during
+    ``ray.init`` (a few seconds) would look in the empty one."""
+    with _CHDIR_LOCK:
+        if not _NEUTRAL or not os.path.isdir(_NEUTRAL[0]):
+            _NEUTRAL[:] = [tempfile.mkdtemp(prefix="shoal-ray-")]
+            atexit.register(_remove_if_empty, _NEUTRAL[0])
+        here = os.getcwd()
+        os.chdir(_NEUTRAL[0])
+        try:
+            yield _NEUTRAL[0]
+        finally:
+            os.chdir(here)
+
+
+def _remove_if_empty(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.rmdir(path)
 
 
 _TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"

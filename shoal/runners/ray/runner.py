@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import time
 import uuid
 from collections import deque
@@ -40,8 +39,13 @@ from shoal.run.imports import search_path
 from shoal.run.runner import Collected
 from shoal.runners.dqn import DQNRunner
 from shoal.runners.ray.actor import RolloutActor
-from shoal.runners.ray.address import cluster_address, preflight, require_ray_version
-from shoal.runners.ray.local import init_local_ray
+from shoal.runners.ray.address import (
+    check_node_address,
+    cluster_address,
+    preflight,
+    require_ray_version,
+)
+from shoal.runners.ray.local import init_local_ray, join_cluster
 from shoal.runners.sections import RayConfig
 
 __all__ = ["RayConfig", "RayRunner", "ReplayActor", "ReplayLostError"]
@@ -102,13 +106,15 @@ class RayRunner(DQNRunner):
     @classmethod
     def check(cls, cfg: Config) -> None:
         """Ray importable, the recipe's checks, and a Ray cluster answering at any address
-        given (:func:`~shoal.runners.ray.address.preflight`; unless this process has joined
-        a Ray already)."""
+        given (:func:`~shoal.runners.ray.address.preflight`), a node address of this machine
+        for a local one (unless this process has joined a Ray already)."""
         ray = _ray()
         super().check(cfg)
         given = cluster_address(cfg)
         if given and not ray.is_initialized():
             preflight(*given)
+        elif not ray.is_initialized():
+            check_node_address(cfg.ray.node_ip_address)
 
     @classmethod
     def make_replay(cls, cfg: Config, spec: EnvSpec) -> None:
@@ -155,7 +161,7 @@ class RayRunner(DQNRunner):
         given = cluster_address(self.cfg)
         if given:
             try:
-                ray.init(address=given[0], log_to_driver=False, logging_level=logging.WARNING)
+                join_cluster(ray, given[0])
             except Exception as e:  # gone since the pre-flight, or Ray says no
                 line = str(e).strip().splitlines()[:1] or [type(e).__name__]
                 raise ShoalError(
