@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -198,10 +199,10 @@ def _resume_checks(
             f"config key 'env.id': {cfg.env.id!r} cannot resume a run trained on "
             f"{saved.env.id!r} (its networks and replay are that env's)"
         )
-    if "ray.address" not in given:  # never dial the cluster a received run names
-        from shoal.runners.ray.address import local_unless_given
+    from shoal.runners.ray.address import local_unless_given
 
-        local_unless_given(cfg, "run")
+    local_unless_given(cfg, "run", given=given)  # never dial the cluster a received run names
+    on_this_machine(cfg, f"run '{run.path}'", given)
     runner_for(cfg).preflight(cfg)
     check_device(cfg)
     # Room for a checkpoint the size of the last one, before loading it.
@@ -217,6 +218,43 @@ def _resume_checks(
     return cfg, state
 
 
+_CUDA_KEYS = (
+    ("run.device", "auto"),
+    ("run.compile", "auto"),
+    ("run.acting_device", "auto"),
+)
+"""Keys that may name CUDA (a device, or ``graph``: a captured CUDA update) -> the value a
+run made on a GPU takes on a machine without one."""
+
+
+def _needs_cuda(value: str) -> bool:
+    return value.startswith("cuda") or value == "graph"
+
+
+def on_this_machine(cfg: Config, where: str, given: frozenset[str] = frozenset()) -> None:
+    """A saved run made on a GPU opens on a machine without one: each key of
+    :data:`_CUDA_KEYS` that names CUDA and that the user did not give again (``given``)
+    takes its CPU value, said in one line. A key the user gave is left for
+    :func:`check_device` to refuse."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    moved = []
+    for key, instead in _CUDA_KEYS:
+        section, name = key.split(".")
+        value = getattr(getattr(cfg, section), name)
+        if key not in given and _needs_cuda(value):
+            setattr(getattr(cfg, section), name, instead)
+            moved.append(f"{key} = {value!r}")
+    if moved:
+        print(
+            f"shoal: {where} was made on a GPU ({', '.join(moved)}); this machine has no "
+            "CUDA device, so it runs on the CPU",
+            file=sys.stderr,
+        )
+
+
 def check_device(cfg: Config) -> None:
     """``run.device``, ``run.compile`` and ``run.acting_device`` name what this machine has
     (before any work)."""
@@ -229,7 +267,7 @@ def check_device(cfg: Config) -> None:
         ("run.compile", cfg.run.compile, "'auto', 'off' or 'compile'"),
         ("run.acting_device", cfg.run.acting_device, "'auto', 'learner' or 'cpu'"),
     ):
-        if value.startswith("cuda") or value == "graph":
+        if _needs_cuda(value):
             raise ConfigError(
                 f"config key {key!r}: {value!r}, but this machine has no CUDA device "
                 f"(torch.cuda.is_available() is False); use {instead}"
@@ -314,6 +352,7 @@ def open_run_checkpoint(
     run = RunDir.open(run_dir)
     cfg = load_run_config(run.config)
     check_consent(cfg, f"run '{run.path}'", trust_code=trust_code)
+    on_this_machine(cfg, f"run '{run.path}'")
     path = run.best if checkpoint == "best" else run.checkpoint
     if checkpoint == "best" and not path.is_file():
         path = run.checkpoint  # a run stopped before its first evaluation has only latest

@@ -37,6 +37,7 @@ __all__ = [
     "parse_value",
     "read_toml",
     "save_config",
+    "saved_config",
 ]
 
 
@@ -87,14 +88,9 @@ def _apply_file(cfg: Config, path: Path, source: str, chain: tuple[Path, ...]) -
     preset, or a TOML file relative to this one), so a variant of a preset states only what
     it changes. ``chain`` holds the files that extend this one (a cycle is an error)."""
     data = read_toml(path)
-    version = data.pop("config_version", CONFIG_VERSION)  # a saved run's: load_run_config
-    if type(version) is not int or not 1 <= version <= CONFIG_VERSION:
-        raise ConfigError(
-            f"{source}: 'config_version' is {show(version)}; allowed: 1 to {CONFIG_VERSION} "
-            "(a config saved by a newer shoal?)"
-        )
-    if version < 3:
-        _move_renamed(data)
+    # A file the user writes is today's unless it says otherwise; a run's saved config
+    # without a version is read by load_run_config (version 1).
+    _migrate(data, _version(data, source, CONFIG_VERSION))
     base = data.pop("extends", None)
     if base is not None:
         if not isinstance(base, str) or not base:
@@ -339,20 +335,48 @@ def save_config(cfg: Any, path: Path, *, section: str | None = None) -> None:
     atomic_write_text(path, tomli_w.dumps(data))
 
 
-def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
-    """A run directory's saved config (``overrides`` on top): where it was written under
-    an older :data:`CONFIG_VERSION`, a key still at the default of its time that has
-    changed since (a section's ``CHANGED_DEFAULTS``) takes today's, as if the run had
-    been made today; a value the run chose stays. A link is refused, not followed (a run
-    directory is shared data)."""
-    from shoal.run.files import link_refused
+def _version(data: dict[str, Any], source: str, missing: int) -> int:
+    """The ``config_version`` ``data`` says (popped; ``missing`` when it says none)."""
+    version = data.pop("config_version", missing)
+    if type(version) is not int or not 1 <= version <= CONFIG_VERSION:
+        raise ConfigError(
+            f"{source}: 'config_version' is {show(version)}; allowed: 1 to {CONFIG_VERSION} "
+            "(a config saved by a newer shoal?)"
+        )
+    return version
+
+
+def _migrate(data: dict[str, Any], version: int) -> None:
+    """Keys written under ``version`` as today's config names them."""
+    if version < 3:
+        _move_renamed(data)
+
+
+def saved_config(data: Mapping[str, Any], source: str) -> Config:
+    """The config a run or a study saved (``data``, as read from its TOML): a config
+    without a ``config_version`` was saved before versions existed, version 1, and its keys
+    are moved to today's names; where it was written under an older :data:`CONFIG_VERSION`,
+    a key still at the default of its time that has changed since (a section's
+    ``CHANGED_DEFAULTS``) takes today's, as if the run had been made today; a value the run
+    chose stays. ``extends`` is refused: shoal never saves one, and in a received run it
+    could name any file on disk. Imports nothing."""
     from shoal.run.imports import reading_imports_nothing
 
-    if Path(path).is_symlink():
-        raise ConfigError(link_refused(path))
-    version = read_toml(path).get("config_version", 1)
-    with reading_imports_nothing(f"config '{path}'"):
-        cfg = load_config(path)
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{source}: expected a table of sections, got {show(data)}")
+    data = dict(data)
+    version = _version(data, source, 1)
+    if "extends" in data:
+        raise ConfigError(
+            f"{source}: 'extends' = {show(data['extends'])} in a saved config, which shoal "
+            "never writes (it may name any file on disk); remove the line to open it"
+        )
+    _migrate(data, version)
+    with reading_imports_nothing(source):
+        cfg = Config()
+        _apply(cfg, data, source)
+        _resolve_recipe(cfg)
+        cfg.validate()
     for _, section in cfg.sections():
         changed = getattr(type(section), "CHANGED_DEFAULTS", {})
         defaults = {f.name: f for f in dataclasses.fields(section)}
@@ -361,6 +385,19 @@ def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
                 f = defaults[key]
                 fresh = f.default_factory() if f.default is dataclasses.MISSING else f.default
                 setattr(section, key, fresh)
+    return cfg
+
+
+def load_run_config(path: Path, overrides: typing.Sequence[str] = ()) -> Config:
+    """A run directory's saved config (``overrides`` on top), read as
+    :func:`saved_config` says. A link is refused, not followed (a run directory is shared
+    data)."""
+    from shoal.run.files import link_refused
+    from shoal.run.imports import reading_imports_nothing
+
+    if Path(path).is_symlink():
+        raise ConfigError(link_refused(path))
+    cfg = saved_config(read_toml(path), f"config file {str(path)!r}")
     if not overrides:
         return cfg
     with reading_imports_nothing(f"config '{path}'"):

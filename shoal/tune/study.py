@@ -29,14 +29,20 @@ from __future__ import annotations
 import csv
 import io
 import json
-import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shoal.config import Config, config_to_dict, load_config, read_toml
+from shoal.config import (
+    CONFIG_VERSION,
+    Config,
+    config_to_dict,
+    load_config,
+    read_toml,
+    saved_config,
+)
 from shoal.errors import ConfigError
 from shoal.tune.space import SearchSpace, apply_values
 from shoal.tune.trial import TrialJob, TrialOutcome, make_pruner, open_storage, optuna_chose_it
@@ -222,8 +228,8 @@ def _read_study(directory: Path) -> tuple[Config, SearchSpace, TuneSettings]:
 
     data = read_toml(directory / "study.toml")
     try:
+        base = saved_config(data["config"], f"study file '{directory / 'study.toml'}' [config]")
         with reading_imports_nothing(f"study '{directory}'"):
-            base = load_config(None, values=data["config"])
             space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
         return base, space, TuneSettings(**data["settings"])
     except (KeyError, TypeError) as e:
@@ -342,7 +348,8 @@ def _write_study_file(directory: Path, base: Config, space: SearchSpace, s: Tune
     from shoal.run.files import atomic_write_text
 
     settings = {k: v for k, v in asdict(s).items() if v is not None}
-    data = {"settings": settings, "space": space.as_toml(), "config": config_to_dict(base)}
+    config = {"config_version": CONFIG_VERSION, **config_to_dict(base)}
+    data = {"settings": settings, "space": space.as_toml(), "config": config}
     atomic_write_text(directory / "study.toml", tomli_w.dumps(data))
 
 
@@ -371,7 +378,8 @@ class _Study:
             "n_startup_trials": settings.prune_startup_trials,
             "n_warmup_steps": int(base.run.total_steps * settings.prune_warmup),
         }
-        self.storage_spec: tuple[Any, ...] = ("journal", str(directory / JOURNAL))
+        # Absolute: a trial on Ray runs in a directory of Ray's (shoal.runners.ray.local).
+        self.storage_spec: tuple[Any, ...] = ("journal", str((directory / JOURNAL).absolute()))
         storage = open_storage(self.storage_spec)
         try:
             done = len(optuna.load_study(study_name=STUDY_NAME, storage=storage).trials)
@@ -459,7 +467,7 @@ class _Study:
             number=trial.number,
             trial_id=trial._trial_id,  # Optuna names a trial to other processes by it
             config=config_to_dict(cfg),
-            run_dir=str(self.dir / "trials" / f"{trial.number:04d}"),
+            run_dir=str((self.dir / "trials" / f"{trial.number:04d}").absolute()),
             storage=self.storage_spec,
             study_name=STUDY_NAME,
             pruner=self.pruner_args,
@@ -631,7 +639,7 @@ def _ray_executor(study: _Study) -> Any:
 
     from shoal.run.imports import search_path
     from shoal.runners.ray.address import preflight
-    from shoal.runners.ray.local import init_local_ray
+    from shoal.runners.ray.local import init_local_ray, join_cluster
     from shoal.runners.ray.runner import _ray
     from shoal.tune.executors import RayTrials
 
@@ -641,7 +649,7 @@ def _ray_executor(study: _Study) -> Any:
     if started:
         if address:
             preflight(address, "--ray-address" if study.s.ray_address else "RAY_ADDRESS")
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING)
+            join_cluster(ray, address)
         else:
             init_local_ray(ray)
     if address:

@@ -25,6 +25,7 @@ from shoal.errors import ConfigError
 
 __all__ = [
     "MIN_RAY_VERSION",
+    "check_node_address",
     "cluster_address",
     "forget_saved_address",
     "local_unless_given",
@@ -114,15 +115,53 @@ def forget_saved_address(address: str, what: str, again: str = "--ray-address") 
     )
 
 
-def local_unless_given(cfg: Any, what: str, again: str = "--ray-address") -> None:
-    """A resumed ``what``'s ray runs start a local Ray: the cluster address its saved
-    config names (``ray.address``) is dropped, said in one line (:func:`forget_saved_address`).
-    The caller skips this where the user gave the address again."""
-    address = getattr(cfg.extra.get("ray"), "address", None)
-    if cfg.run.runner != "ray" or not address:
+def local_unless_given(
+    cfg: Any, what: str, again: str = "--ray-address", given: frozenset[str] = frozenset()
+) -> None:
+    """A resumed ``what``'s ray runs start a local Ray of this machine's: the cluster
+    address its saved config names (``ray.address``) is dropped, said in one line
+    (:func:`forget_saved_address`), and so are the local Ray's node address and directory
+    (``ray.node_ip_address``, ``ray.temp_dir``: the machine's that made it; an address that
+    is not this one's hangs ``ray.init`` for minutes), said in one line too. Keys the user
+    gives again (``given``) stay."""
+    ray = cfg.extra.get("ray")
+    if cfg.run.runner != "ray" or ray is None:
         return
-    cfg.extra["ray"].address = None
-    forget_saved_address(address, what, again)
+    dropped = []
+    for key in ("node_ip_address", "temp_dir"):
+        value = getattr(ray, key)
+        if value is not None and f"ray.{key}" not in given:
+            setattr(ray, key, None)
+            dropped.append(f"ray.{key} = {value!r}")
+    if dropped:
+        print(
+            f"shoal: resuming on this machine's own local Ray: the {what}'s config names "
+            f"{' and '.join(dropped)}, which a resume keeps only when given again (--set)",
+            file=sys.stderr,
+        )
+    address = ray.address
+    if address and "ray.address" not in given:
+        ray.address = None
+        forget_saved_address(address, what, again)
+
+
+def check_node_address(address: str | None) -> None:
+    """A :class:`ConfigError` unless ``address`` (``ray.node_ip_address``; None: shoal's
+    own) is an address of this machine, which the local Ray's daemons can bind: ``ray.init``
+    on another machine's waits minutes for its raylet, printing Ray's warnings."""
+    if address is None:
+        return
+    try:
+        for family, kind, proto, _, where in socket.getaddrinfo(address, 0, 0, socket.SOCK_STREAM):
+            with socket.socket(family, kind, proto) as s:
+                s.bind(where)
+            return
+    except (OSError, UnicodeError, ValueError) as e:
+        why = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    raise ConfigError(
+        f"config key 'ray.node_ip_address': {address!r} is not an address of this machine "
+        f"({why.lower()}); leave it unset (a loopback address) or name one of this machine's"
+    )
 
 
 def _refusal(host: str, port: int) -> str | None:
