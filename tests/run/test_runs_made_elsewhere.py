@@ -17,7 +17,7 @@ import torch
 
 import shoal
 from shoal.cli import main
-from shoal.config import load_run_config
+from shoal.config import CONFIG_VERSION, load_config, load_run_config
 from shoal.errors import ConfigError, ShoalError
 
 pytestmark = pytest.mark.timeout(180)
@@ -82,21 +82,20 @@ def test_an_old_config_reads_as_version_1(tmp_path):
     cfg = load_run_config(run / "config.toml")
     assert cfg.explore.spread == 3.0
     with pytest.raises(ConfigError, match="is now 'explore.spread'"):
-        shoal.config.load_config(run / "config.toml")
+        load_config(run / "config.toml")
 
 
 def test_a_study_saved_before_config_version_resumes(tmp_path):
-    from shoal.tune.study import _read_study
+    from shoal.tune import SearchSpace, TuneSettings
+    from shoal.tune.study import _read_study, _write_study_file
 
     study = tmp_path / "study"
-    base = shoal.config.load_config("cartpole")
-    space = shoal.tune.SearchSpace.build(base, {"space": {"dqn": {"lr": {"low": 1e-4, "high": 1e-2}}}})
+    base = load_config("cartpole")
+    space = SearchSpace.build(base, {"space": {"dqn": {"lr": {"low": 1e-4, "high": 1e-2}}}})
     study.mkdir()
-    from shoal.tune.study import _write_study_file
-
-    _write_study_file(study, base, space, shoal.tune.TuneSettings(trials=1))
+    _write_study_file(study, base, space, TuneSettings(trials=1))
     data = tomllib.loads((study / "study.toml").read_text())
-    assert data["config"].pop("config_version") == shoal.config.CONFIG_VERSION
+    assert data["config"].pop("config_version") == CONFIG_VERSION
     data["config"]["processes"]["eps_spread"] = 0.0  # as a study of that time wrote it
     (study / "study.toml").write_text(tomli_w.dumps(data))
     got, _, _ = _read_study(study)
@@ -129,9 +128,7 @@ def test_a_received_ray_run_keeps_neither_node_address_nor_ray_directory(
     from shoal.runners.ray.runner import RayRunner
 
     run = _copy("v1_cartpole", tmp_path)
-    _set_config(
-        run, run__runner="ray", ray__node_ip_address="10.255.255.1", ray__temp_dir="/tmp/x"
-    )
+    _set_config(run, run__runner="ray", ray__node_ip_address="10.255.255.1", ray__temp_dir="/tmp/x")
     used = []
     check = RayRunner.check
 
