@@ -25,13 +25,14 @@ import math
 import re
 import types
 import typing
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, TypeVar
 
 from shoal.config import INT64_MAX, INT64_MIN, field_docs
 
 __all__ = [
     "add_options",
+    "count_up_to",
     "finite_float",
     "integer",
     "non_negative_int",
@@ -101,6 +102,18 @@ def integer(text: str) -> int:
 def positive_int(text: str) -> int:
     """An argument that must be a positive integer (argparse's ``type``)."""
     return _whole(text, 1, INT64_MAX, "a positive integer")
+
+
+def count_up_to(most: int, what: str = "a positive integer") -> Callable[[str], int]:
+    """An argument that must be an integer from 1 to ``most`` (argparse's ``type``): a
+    count the command acts on at once (episodes, trials, puzzles), where a slip such as
+    ``1e12`` would exhaust memory or run forever before saying anything."""
+
+    def parse(text: str) -> int:
+        return _whole(text, 1, most, what)
+
+    parse.__name__ = f"count up to {most}"
+    return parse
 
 
 def non_negative_int(text: str) -> int:

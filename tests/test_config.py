@@ -308,9 +308,9 @@ def test_sizes_that_numpy_and_torch_would_overflow_are_bounded(override, must_me
     assert must_mention in str(e.value)
 
 
-def _float_fields() -> list[tuple[str, type, dataclasses.Field]]:
-    """(section, dataclass, field) of every float key (``float``, ``float | None``,
-    ``list[float]``) of every section: the core ones, the runners' and plug-ins' own, and
+def _fields(kind: type) -> list[tuple[str, type, dataclasses.Field]]:
+    """(section, dataclass, field) of every ``kind`` key (``kind``, ``kind | None``,
+    ``list[kind]``) of every section: the core ones, the runners' and plug-ins' own, and
     ``[sudoku]``, which lives on its own."""
     from shoal.tabular.sudoku_training import SECTION, SudokuConfig
 
@@ -319,9 +319,50 @@ def _float_fields() -> list[tuple[str, type, dataclasses.Field]]:
     for name, cls in [*sections, (SECTION, SudokuConfig)]:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            if hints[f.name] in (float, float | None, list[float]):
+            if hints[f.name] in (kind, kind | None, list[kind]):
                 found.append((name, cls, f))
     return found
+
+
+def _float_fields() -> list[tuple[str, type, dataclasses.Field]]:
+    return _fields(float)
+
+
+def test_every_count_key_has_an_upper_bound():
+    """``run.acting_refresh = 1e12`` was accepted: an integer key with no bound but int64's
+    takes a slip for "never"; each says how far it goes (or lists its choices)."""
+    fields = _fields(int)
+    assert len(fields) > 40  # the walk finds the sections' keys
+    allowed = {"le", "lt", "choices"}
+    unbounded = [f"{n}.{f.name}" for n, _, f in fields if not allowed & set(f.metadata)]
+    assert unbounded == []
+
+
+@pytest.mark.parametrize(
+    ("name", "cls", "f"),
+    [
+        pytest.param(*item, id=f"{item[0]}.{item[2].name}")
+        for item in _fields(int)
+        if "choices" not in item[2].metadata
+    ],
+)
+def test_a_count_above_its_upper_bound_is_one_line(name, cls, f):
+    bound = f.metadata.get("le", f.metadata.get("lt"))
+    text = f"[{bound + 1}]" if typing.get_type_hints(cls)[f.name] == list[int] else f"{bound + 1}"
+    override = f"{name}.{f.name}={text}"
+    with pytest.raises(ConfigError) as e:
+        if name == "sudoku":
+            load_section(cls, name, overrides=[override])
+        else:
+            load_config(None, [override])
+    message = str(e.value)
+    assert message.startswith(f"config key '{name}.{f.name}"), message
+    assert "is out of range; allowed: " in message and "\n" not in message
+
+
+def test_acting_refresh_of_1e12_is_refused():
+    with pytest.raises(ConfigError, match="'run.acting_refresh': 1000000000000.0 is out of"):
+        load_config(None, ["run.acting_refresh=1e12"])
 
 
 def test_every_float_key_has_an_upper_bound():

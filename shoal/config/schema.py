@@ -18,6 +18,8 @@ __all__ = [
     "COMPILE_MODES",
     "ENCODERS",
     "MAX_BATCH",
+    "MAX_COUNT",
+    "MAX_STEPS",
     "VECTOR_ENGINES",
     "Config",
     "DQNConfig",
@@ -49,6 +51,13 @@ FLOAT32_MAX = 3.4028234663852886e38
 MAX_CAPACITY = 2**40
 """Largest replay capacity: ~1.1e12 transitions, 1000x the largest replays in the
 literature; more overflows numpy's array byte count for image observations."""
+MAX_STEPS = 10**11
+"""Largest count of env steps, updates or episodes a key may name (a budget, a schedule,
+a cadence): 100 billion, several times the longest runs published (Ape-X's 22.8 billion
+frames). A larger value is a slip (``1e12`` for ``12``) that would silently mean never."""
+MAX_COUNT = 2**16
+"""Largest count of things that each cost a process, a thread, a buffer or a batch in
+flight (workers, actors, agents, queue depths): 65,536, beyond any one run's machines."""
 
 
 def param(default: Any, **rules: Any) -> Any:
@@ -82,7 +91,7 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the env's constructor (gym.make's, or a PettingZoo module's
     parallel_env's), e.g. {size = 8}."""
-    max_episode_steps: int | None = param(None, gt=0)
+    max_episode_steps: int | None = param(None, gt=0, le=MAX_STEPS)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
     step_cost_us: float = param(0.0, ge=0.0, le=1e9)
     """Extra microseconds per env step (benchmarks: models a costlier env); at most 1e9, i.e.
@@ -169,7 +178,7 @@ class DQNConfig:
     target_update: str = param("hard", choices=("hard", "soft"))
     """How the target network follows the online one: 'hard' copies every target_period
     updates, 'soft' moves it by tau every update."""
-    target_period: int = param(500, gt=0)
+    target_period: int = param(500, gt=0, le=MAX_STEPS)
     """Updates between hard target copies."""
     tau: float = param(0.005, gt=0.0, le=1.0)
     """Soft target update rate."""
@@ -207,7 +216,7 @@ class ReplayConfig:
     """Initial importance-sampling exponent, annealed to beta_final."""
     beta_final: float = param(1.0, ge=0.0, le=1.0)
     """Importance-sampling exponent at the end of annealing."""
-    beta_steps: int = param(50_000, gt=0)
+    beta_steps: int = param(50_000, gt=0, le=MAX_STEPS)
     """Sampling calls over which beta anneals."""
 
 
@@ -223,7 +232,7 @@ class ExploreConfig:
     """Epsilon at step 0."""
     eps_end: float = param(0.05, ge=0.0, le=1.0)
     """Epsilon after the decay."""
-    eps_decay_steps: int = param(10_000, gt=0)
+    eps_decay_steps: int = param(10_000, gt=0, le=MAX_STEPS)
     """Env steps over which epsilon decays linearly."""
     noisy: bool = False
     """Explore with noisy layers (factorised Gaussian, Fortunato et al. 2018) instead of
@@ -281,26 +290,26 @@ class RunConfig:
     shoal.recipes.dqn.DQNRecipe with its own loss, say, or of
     shoal.recipes.base.ActionValueRecipe), or 'auto': the env's own recipe
     (shoal/Mapf-v0: 'mapf', shoal/HybridTarget-v0: 'hybrid'), else 'dqn'."""
-    total_steps: int = param(50_000, gt=0)
+    total_steps: int = param(50_000, gt=0, le=MAX_STEPS)
     """Env steps to train for (the last episode is finished, so a run may go a bit over)."""
     max_minutes: float | None = param(None, gt=0.0, le=1e7)
     """Also stop after this many minutes of training, wall clock, across resumes (None: no
     time limit); for runs measured against a time budget. At most 1e7 (19 years)."""
-    learning_starts: int = param(1_000, ge=0)
+    learning_starts: int = param(1_000, ge=0, le=MAX_STEPS)
     """Env steps collected before the first gradient step."""
-    train_freq: int = param(1, gt=0)
+    train_freq: int = param(1, gt=0, le=MAX_STEPS)
     """Env steps between learning phases. One update per env step by default: the replay
     ratio that took the defaults to the presets' level on LunarLander and Acrobot (every 4
     steps left them at 20.8 and -93.2, three seeds' mean); a slow learner on a cheap env
     may want 4."""
-    gradient_steps: int = param(1, gt=0)
+    gradient_steps: int = param(1, gt=0, le=MAX_COUNT)
     """Gradient steps per learning phase."""
     replay_ratio: float | None = param(None, gt=0.0, le=1024.0)
     """Gradient updates per env step, replacing train_freq and gradient_steps (none: those
     two). Every runner keeps it; the asynchronous ones (processes, ray) hold it by letting
     whichever side runs ahead wait, so faster actors do not change what the learner learns.
     At most 1024 (the most sample-efficient agents use 2 to 128)."""
-    eval_every: int = param(2_000, gt=0)
+    eval_every: int = param(2_000, gt=0, le=MAX_STEPS)
     """Env steps between greedy evaluations."""
     eval_max_share: float = param(0.1, gt=0.0, le=1.0)
     """Most of the run's wall time evaluations may take: an evaluation due by eval_every
@@ -322,7 +331,7 @@ class RunConfig:
     """Count an evaluation that reaches stop_return as a solve only if as many fresh
     episodes, on starts no evaluation has seen, reach it too (the first evaluation past the
     bar is picked on the noise of its fixed starts)."""
-    checkpoint_every: int = param(10_000, gt=0)
+    checkpoint_every: int = param(10_000, gt=0, le=MAX_STEPS)
     """Env steps between checkpoints (taken at the next episode boundary)."""
     seed: int = param(0, ge=0, le=SEED_MAX)
     """Seed for the network, exploration, replay sampling and env resets (0 to 2**63 - 1)."""
@@ -341,7 +350,7 @@ class RunConfig:
     (on CUDA in a stream of its own: no wait for the update); 'auto' acts on the live
     weights beside a CPU learner and, beside a GPU one, times a batched forward of
     env.num_envs observations on both devices at start-up and takes the faster."""
-    acting_refresh: int = param(32, gt=0)
+    acting_refresh: int = param(32, gt=0, le=MAX_STEPS)
     """Updates between refreshes of an acting copy of the weights (run.acting_device)."""
     torch_threads: int = param(1, ge=0, le=4096)
     """torch intra-op threads (0: torch's default); small nets run fastest on 1."""
@@ -349,7 +358,7 @@ class RunConfig:
     """Directory under which run directories are created."""
     name: str = ""
     """Run name (default: the env id); the run directory is OUT/NAME-TIME."""
-    log_every: int = param(1_000, gt=0)
+    log_every: int = param(1_000, gt=0, le=MAX_STEPS)
     """Env steps between progress-bar refreshes and steps/s rows in metrics.csv."""
     progress: bool = True
     """Show a progress bar."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shoal.config import param
+from shoal.config import MAX_COUNT, MAX_STEPS, param
 from shoal.errors import ConfigError
 from shoal.run.seeding import SeedStream, derive_seed
 
@@ -130,9 +130,9 @@ class SelfPlayConfig:
 
     enabled: bool = False
     """Play against snapshots of earlier policies (the env must accept an opponent)."""
-    snapshot_every: int = param(10, gt=0)
+    snapshot_every: int = param(10, gt=0, le=MAX_STEPS)
     """Learner batches between snapshots added to the pool."""
-    pool_size: int = param(10, gt=0)
+    pool_size: int = param(10, gt=0, le=MAX_COUNT)
     """Snapshots kept; the oldest is dropped beyond this."""
     sampling: str = param("uniform", choices=("latest", "uniform", "winrate"))
     """How each batch's opponent is drawn from the pool."""

@@ -31,7 +31,15 @@ from typing import Any
 import numpy as np
 
 from shoal.agent.qlearning import make_alpha
-from shoal.config import load_section, param, save_config, validate_fields
+from shoal.config import (
+    INT64_MAX,
+    MAX_COUNT,
+    MAX_STEPS,
+    load_section,
+    param,
+    save_config,
+    validate_fields,
+)
 from shoal.envs.sudoku import SudokuEnv
 from shoal.envs.sudoku_puzzles import format_puzzle, save_puzzles
 from shoal.errors import ConfigError, ShoalError
@@ -70,9 +78,9 @@ _STOP_GRACE_S = 10.0  # seconds workers get to finish after a stop, before they 
 class SudokuConfig:
     """Settings of a parallel Sudoku run."""
 
-    workers: int = param(2, gt=0)
+    workers: int = param(2, gt=0, le=MAX_COUNT)
     """Worker processes; each gets one contiguous chunk of the puzzles."""
-    episodes_per_puzzle: int = param(30, gt=0)
+    episodes_per_puzzle: int = param(30, gt=0, le=MAX_STEPS)
     """Most episodes a worker spends on one puzzle (it moves on at the first solve)."""
     encoder: str = param("local", choices=tuple(ENCODERS))
     """Table key: 'local' (cell/digit constraint features, transfers across puzzles) or
@@ -81,7 +89,7 @@ class SudokuConfig:
     """Shared table locking: 'global', 'striped' or 'none' (Hogwild: loses updates)."""
     independent: bool = False
     """Give each worker a private table instead of the shared one (for comparison)."""
-    capacity: int = param(2_000_000, gt=0)
+    capacity: int = param(2_000_000, gt=0, le=2**40)
     """State-action pairs the table can hold (the exact encoder needs many)."""
     gamma: float = param(0.5, ge=0.0, le=1.0)
     """Discount. A local key is shared by boards far apart in how much is left to solve,
@@ -104,7 +112,7 @@ class SudokuConfig:
     rewarded as a dead end (:class:`~shoal.envs.sudoku.SudokuEnv`'s ``end_on_wrong``): the
     blame lands on the wrong guess instead of the forced move that finds it out. Training
     only (greedy solving never reads the answer); puzzles must have one solution."""
-    seed: int = param(0, ge=0)
+    seed: int = param(0, ge=0, le=INT64_MAX)
     """Seed of the workers' random choices."""
     worker_timeout: float = param(600.0, gt=0.0, le=86400.0)
     """Seconds without a report from any worker before the run is declared stuck."""
