@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from shoal.config import Config, config_to_dict, load_config, load_run_config, save_config
-from shoal.errors import CheckpointError, ConfigError
+from shoal.errors import CheckpointError, ConfigError, RunDirError
 from shoal.run.directory import RunDir
 from shoal.run.imports import local_name, refusing_user_code
 from shoal.run.loop import TrainResult
@@ -431,4 +431,11 @@ def plot(run_dir: str | Path) -> Path:
     run = RunDir.open(run_dir)
     if not run.metrics.is_file():
         raise ConfigError(f"run directory '{run.path}' has no metrics.csv yet")
-    return plot_run(run.metrics, run.curve, title=_title(load_run_config(run.config)))
+    title = _title(load_run_config(run.config))
+    try:
+        return plot_run(run.metrics, run.curve, title=title)
+    except OSError as e:  # a run on a read-only disk, a full one
+        raise RunDirError(
+            f"run directory '{run.path}': cannot write {run.curve.name} "
+            f"({e.strerror or type(e).__name__})"
+        ) from None

@@ -11,18 +11,30 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
-from shoal.config import describe_config, preset_names
+from shoal.config import MAX_BATCH, describe_config, preset_names
 from shoal.errors import ShoalError
 from shoal.mapf.options import MapfEvalOptions
-from shoal.options import add_options, non_negative_int, parse_options, positive_int
+from shoal.options import (
+    add_options,
+    count_up_to,
+    finite_float,
+    non_negative_int,
+    parse_options,
+    positive_int,
+)
 from shoal.runners import runner_names
 
 if TYPE_CHECKING:
     from shoal.run.loop import TrainResult
 
 __all__ = ["main"]
+
+MAX_TRIALS = 10**6
+"""Most trials a study may ask for (each one is a training run)."""
+MAX_PUZZLES = 10**6
+"""Most puzzles ``shoal sudoku train --generate`` makes (all before the first is played)."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,6 +46,13 @@ class _Parser(argparse.ArgumentParser):
         if factory is not None:
             self.epilog = factory()
         return super().format_help()
+
+    def error(self, message: str) -> NoReturn:
+        """A bad argument is one line, as any other bad input (argparse prints the usage
+        first); ``--help`` shows the usage."""
+        line = " ".join(message.split())
+        print(f"shoal: error: {line} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def _train_epilog() -> str:
@@ -216,15 +235,22 @@ def _tune_parser(sub: argparse._SubParsersAction) -> None:
         ray_address=False,
     )
     tune.add_argument("--space", metavar="FILE", help="search-space TOML file")
-    tune.add_argument("--trials", type=int, help="trials in the study in all (default 50)")
+    tune.add_argument(
+        "--trials", type=count_up_to(MAX_TRIALS), help="trials in the study in all (default 50)"
+    )
     tune.add_argument(
         "--hours",
-        type=float,
+        type=finite_float,
         help="wall-clock hours of the study; no trial starts after them (default: none)",
     )
-    tune.add_argument("--parallel", type=int, help="trials side by side (default 1)")
     tune.add_argument(
-        "--eval-episodes", type=int, default=20, help="episodes scoring best.pt (default 20)"
+        "--parallel", type=count_up_to(1024), help="trials side by side (default 1, at most 1024)"
+    )
+    tune.add_argument(
+        "--eval-episodes",
+        type=count_up_to(MAX_BATCH),
+        default=20,
+        help="episodes scoring best.pt (default 20)",
     )
     tune.add_argument("--study-dir", metavar="DIR", help="the study's directory (must not exist)")
     tune.add_argument("--resume", dest="study_resume", metavar="DIR", help="continue a study")
@@ -289,7 +315,9 @@ def _eval_parser(sub: argparse._SubParsersAction) -> None:
         help="best: the weights of the best evaluation during training (default); "
         "latest: the last checkpoint",
     )
-    ev.add_argument("--episodes", type=positive_int, default=20, help="episodes (default 20)")
+    ev.add_argument(
+        "--episodes", type=count_up_to(MAX_BATCH), default=20, help="episodes (default 20)"
+    )
     ev.add_argument("--seed", type=non_negative_int, help="reset seed (default: run seed + 1)")
     _add_trust_code(ev, "the run")
     ex = sub.add_parser(
@@ -362,9 +390,17 @@ def _sudoku_train_parser(sub2: argparse._SubParsersAction) -> None:
         metavar="FILE",
         help="puzzle file, or a bundled set name (easy9, medium9, easy4)",
     )
-    src.add_argument("--generate", type=positive_int, metavar="K", help="generate K puzzles")
+    src.add_argument(
+        "--generate",
+        type=count_up_to(MAX_PUZZLES),
+        metavar="K",
+        help=f"generate K puzzles (at most {MAX_PUZZLES:,})",
+    )
     tr.add_argument(
-        "--givens", type=positive_int, default=45, help="givens of generated puzzles (default 45)"
+        "--givens",
+        type=count_up_to(81),
+        default=45,
+        help="givens of generated puzzles (default 45)",
     )
     tr.add_argument(
         "--size", type=int, choices=(4, 9), default=9, help="size of generated puzzles (default 9)"
@@ -661,7 +697,7 @@ def _eval(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     from shoal.api import plot
 
-    print(plot(args.run_dir))
+    print(f"wrote {plot(args.run_dir)}")
     return 0
 
 
@@ -678,9 +714,10 @@ def _upgrade(args: argparse.Namespace) -> int:
     paths = sorted(run.checkpoint.parent.glob("*.pt"))
     if not paths:
         raise ShoalError(f"run directory '{run.path}' has no checkpoints")
-    for path in paths:
-        done = upgrade_checkpoint(path)
-        print(f"{path}: {'upgraded' if done else 'already safe'}")
+    with run.lock():  # a run training now rewrites them too: one writer at a time
+        for path in paths:
+            done = upgrade_checkpoint(path)
+            print(f"{path}: {'upgraded' if done else 'already safe'}")
     return 0
 
 

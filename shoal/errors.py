@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "CheckpointError",
     "ConfigError",
+    "DivergedError",
     "EnvError",
     "MachineryError",
     "RunDirError",
@@ -64,5 +65,13 @@ class RunInUseError(RunDirError):
 class MachineryError(ShoalError):
     """The machinery under a run failed (the local Ray did not start, or its node died):
     not the input's fault, so the CLI exits 1, after one line, not a traceback."""
+
+    exit_code = 1
+
+
+class DivergedError(ShoalError):
+    """Training diverged: the learner's weights hold NaN or inf. Nothing non-finite is
+    checkpointed, so the run's last checkpoint is its last finite state; the CLI exits 1
+    after one line."""
 
     exit_code = 1

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from shoal.errors import CheckpointError, RunDirError, ShoalError
+from shoal.run.divergence import first_non_finite
 from shoal.run.files import atomic_write, open_no_follow
 from shoal.run.plain_data import from_plain, to_plain
 
@@ -107,6 +108,12 @@ def load_checkpoint(
     except Exception as e:  # any other failure to unpickle: a damaged or foreign file
         raise _corrupt(path, e) from None
     _check_layout(state, path, best=best)
+    where = first_non_finite(state.get("learner"))
+    if where is not None:
+        raise CheckpointError(
+            f"checkpoint '{path}' holds NaN or inf in the learner's {where} (weights of a run "
+            "that diverged); it was not opened"
+        )
     return from_plain(state)
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shoal.errors import RunDirError, RunInUseError
-from shoal.run.files import atomic_write_bytes, link_refused, sweep_stale_temps
+from shoal.run.files import atomic_write_bytes, file_refusal, link_refused, sweep_stale_temps
 from shoal.run.lock import LOCK_NAME, DirectoryLock
 
 __all__ = ["RunDir"]
@@ -83,13 +83,22 @@ class RunDir:
             self.error_checkpoint,
         ]
 
-    def check_links(self) -> None:
+    def check_entries(self) -> None:
         """One line (:class:`~shoal.errors.RunDirError`) if any of :meth:`entries` is a
-        symbolic link: a shared run could point one at any file, which writing the run
-        (or cutting a torn last row of ``metrics.csv``) would change."""
+        symbolic link (a shared run could point one at any file, which writing the run, or
+        cutting a torn last row of ``metrics.csv``, would change), a file that is not a
+        regular one (a FIFO blocks its reader), or a file written in place (``metrics.csv``,
+        the lock) with other hard links, before anything is read or written."""
+        in_place = {self.metrics, self.path / LOCK_NAME}
+        folders = {self.tensorboard, self.checkpoint.parent}
         for entry in self.entries():
             if entry.is_symlink():
                 raise RunDirError(link_refused(entry))
+            if entry in folders:
+                if entry.exists() and not entry.is_dir():
+                    raise RunDirError(f"'{entry}' is not a directory; shoal keeps one there")
+            elif why := file_refusal(entry, writing=entry in in_place):
+                raise RunDirError(why)
 
     def lock(self) -> DirectoryLock:
         """This process's exclusive lock on the run (one line if another holds it); held
@@ -170,7 +179,7 @@ class RunDir:
         run = cls(Path(path))
         if not run.path.is_dir():
             raise RunDirError(f"run directory '{run.path}' does not exist")
-        run.check_links()
+        run.check_entries()
         if not run.config.is_file():
             raise RunDirError(f"'{run.path}' is not a shoal run directory (no config.toml)")
         return run

@@ -18,6 +18,9 @@ it, so an atomic write never changes a file outside its directory.
 A run directory is something people share, so a file in it may be a symbolic link planted
 to make a writer cut or append to a file elsewhere (``metrics.csv`` -> ``~/.bashrc``).
 :func:`open_no_follow` opens such files with ``O_NOFOLLOW``: a link is refused in one line.
+So is what is not a regular file (a FIFO would block the reader forever) and, for a file
+written in place (appended, cut, truncated), one with other hard links: the write would
+change the file under its other names too (:func:`file_refusal`).
 
 Example:
     >>> import tempfile
@@ -34,9 +37,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -47,6 +52,7 @@ __all__ = [
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_text",
+    "file_refusal",
     "open_no_follow",
     "read_text",
     "sweep_stale_temps",
@@ -73,7 +79,8 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[BinaryIO], objec
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (a read-only file system refuses even this)
+            tmp.unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
     return path
@@ -100,19 +107,58 @@ _MODES = {
 }
 
 
+_NO_WAIT = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+"""Flags of every open inside a run: no link followed, no wait on a FIFO (a regular file
+ignores ``O_NONBLOCK``; the file is refused before anything waits on it)."""
+
+
 def open_no_follow(path: str | os.PathLike[str], mode: str = "rb", **kwargs: Any) -> IO[Any]:
     """``open(path, mode, **kwargs)`` for a file inside a run directory, which is refused
-    if it is a symbolic link (:class:`~shoal.errors.RunDirError`, one line) rather than
-    followed; other errors are the usual ``OSError``. ``mode`` is one of r, rb, rb+, a,
-    ab, w, wb."""
-    flags = _MODES[mode] | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    (:class:`~shoal.errors.RunDirError`, one line) if it is a symbolic link, not a regular
+    file, or (written in place: modes a, ab, w, wb, rb+) hard-linked elsewhere; other errors
+    are the usual ``OSError``. ``mode`` is one of r, rb, rb+, a, ab, w, wb."""
+    writing = mode not in ("r", "rb")
     try:
-        fd = os.open(path, flags, 0o666)
+        fd = os.open(path, _MODES[mode] | _NO_WAIT, 0o666)
     except OSError:
         if os.path.islink(path):
             raise RunDirError(link_refused(path)) from None
+        why = file_refusal(path, writing=writing)  # a FIFO no one reads: ENXIO
+        if why:
+            raise RunDirError(why) from None
         raise
+    why = file_refusal(path, writing=writing, st=os.fstat(fd))
+    if why:
+        os.close(fd)
+        raise RunDirError(why)
     return os.fdopen(fd, mode, **kwargs)
+
+
+def file_refusal(
+    path: str | os.PathLike[str], *, writing: bool, st: os.stat_result | None = None
+) -> str:
+    """Why the file at ``path`` (its ``st``, else its lstat) may not be used inside a run
+    directory ('' if it may, or if it does not exist): not a regular file, or, when
+    ``writing`` in place, one with other hard links."""
+    if st is None:
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError):
+            return ""
+    where = f"'{os.fspath(path)}'"
+    if not stat.S_ISREG(st.st_mode):
+        kinds = {stat.S_ISFIFO: "a FIFO", stat.S_ISSOCK: "a socket", stat.S_ISDIR: "a directory"}
+        kind = next((k for test, k in kinds.items() if test(st.st_mode)), "a device")
+        return (
+            f"{where} is {kind}, not a regular file; shoal reads and writes only regular "
+            "files inside a run directory"
+        )
+    if writing and st.st_nlink > 1:
+        return (
+            f"{where} has {st.st_nlink} hard links; writing it in place would change the file"
+            " under its other names too: put a copy of it there (cp), not a link"
+        )
+    return ""
 
 
 def link_refused(path: str | os.PathLike[str]) -> str:

@@ -63,8 +63,9 @@ _REPR.maxstring = 80  # keyword arguments to Repr need Python 3.12
 
 def shown(value: object) -> str:
     """``value`` as a message quotes it: its repr, cut to 80 characters (a fuzzed or pasted
-    path can be thousands)."""
-    return _REPR.repr(value)
+    path can be thousands), every character outside ASCII escaped: a module named with a
+    look-alike letter (``sh\u03bfal``, a Greek omicron) must not read as shoal's own."""
+    return _REPR.repr(value).encode("ascii", "backslashreplace").decode("ascii")
 
 
 def check_path_syntax(key: str, value: str) -> None:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from shoal.errors import RunDirError, RunInUseError
+from shoal.run.files import file_refusal
 
 __all__ = ["LOCK_NAME", "DirectoryLock"]
 
@@ -58,12 +59,13 @@ class DirectoryLock:
         that holds it (at once: a second run never waits for the first)."""
         import fcntl
 
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
             fd = os.open(self.path, flags, 0o644)
         except OSError as e:
             why = "it is a symbolic link" if self.path.is_symlink() else e.strerror or str(e)
             raise RunDirError(f"{self.what} '{self.directory}': cannot lock it ({why})") from None
+        self._check_file(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -84,16 +86,27 @@ class DirectoryLock:
         directory untouched when it refuses)."""
         import fcntl
 
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self.path, flags)
         except OSError:
             return  # none yet, or a link: acquire says so
+        self._check_file(fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             raise self._in_use(_holder(fd)) from None
         finally:
             os.close(fd)
+
+    def _check_file(self, fd: int) -> None:
+        """One line, ``fd`` closed, unless the lock file is a regular file of its own: it
+        is cut and rewritten in place (a hard link to another file would cut that one), and
+        a FIFO would not lock."""
+        why = file_refusal(self.path, writing=True, st=os.fstat(fd))
+        if why:
+            os.close(fd)
+            raise RunDirError(f"{self.what} '{self.directory}': cannot lock it: {why}")
 
     def _in_use(self, holder: str) -> RunInUseError:
         return RunInUseError(

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from shoal.errors import CheckpointError, RunDirError
+from shoal.errors import CheckpointError, DivergedError, RunDirError
 from shoal.run.checkpoint import load_checkpoint, save_checkpoint
 from shoal.run.directory import RunDir
+from shoal.run.divergence import first_non_finite
 from shoal.run.metrics import MetricsWriter
 from shoal.run.preemption import reclaim_preemption_signals
 from shoal.run.progress import TrainProgress
@@ -133,10 +134,29 @@ class RunLoop:
 
     def checkpoint(self, metrics: MetricsWriter, path: Path | None = None) -> None:
         """Write ``latest.pt`` (or ``path``), atomically, with the loop's and the runner's
-        state."""
+        state; never a learner whose weights diverged (:meth:`_check_finite`)."""
         metrics.flush()
         with self.runner.checkpoint_guard():
-            save_checkpoint(path or self.run_dir.checkpoint, self._state())
+            state = self._state()
+            self._check_finite(state.get("learner"))
+            save_checkpoint(path or self.run_dir.checkpoint, state)
+
+    def _check_finite(self, weights: Any) -> None:
+        """A :class:`~shoal.errors.DivergedError` naming the tensor if ``weights`` hold NaN
+        or inf: the run stops there, its last checkpoint the last finite state."""
+        where = first_non_finite(weights)
+        if where is None:
+            return
+        kept = (
+            "checkpoints/latest.pt keeps its last finite state"
+            if self.run_dir.checkpoint.is_file()
+            else "no checkpoint of it was written"
+        )
+        raise DivergedError(
+            f"training diverged: the learner's {where} holds NaN or inf at env step "
+            f"{self.c['step']} (update {self.runner.updates}); the run stopped and {kept}: "
+            "lower dqn.lr or scale the rewards down, then train again"
+        )
 
     def _best_on_disk(self) -> None:
         """Take the score of a ``best.pt`` already on disk as the one to beat: a run stopped
@@ -158,6 +178,7 @@ class RunLoop:
         c = self.c
         t0 = time.perf_counter()
         returns, weights = self.runner.evaluate()
+        self._check_finite(weights)
         # Read the clock after the evaluation: time-to-solve includes the evaluation that
         # showed it.
         wall = self.wall()
@@ -315,8 +336,9 @@ class RunLoop:
             e.run_dir = str(self.run_dir.path)  # type: ignore[attr-defined]  # for the CLI's line
             path = self._final_checkpoint_path(e)
             steps = [runner.stop, runner.interrupt, lambda: self.checkpoint(metrics, path)]
-            if isinstance(e, RunDirError) or not (self.started or self._resumed):
-                steps.pop()  # writing failed (it would again), or a new run never began
+            if isinstance(e, (RunDirError, DivergedError)) or not (self.started or self._resumed):
+                steps.pop()  # writing failed (it would again), weights diverged, or a new
+                # run never began
             for step in steps:
                 try:  # each on its own: a thread that would not stop must not cost the
                     step()  # checkpoint

@@ -22,6 +22,7 @@ from shoal.cli import main
 from shoal.config import load_config, save_config
 from shoal.errors import UntrustedCodeError
 from shoal.run.checkpoint import save_checkpoint
+from shoal.run.consent import check_consent
 from shoal.run.directory import RunDir
 from shoal.tune import SearchSpace, TuneSettings
 from shoal.tune.study import _write_study_file
@@ -332,3 +333,13 @@ def test_a_builtin_a_library_replaced_is_still_refused(trained, tmp_path, capsys
     monkeypatch.undo()
     err = capsys.readouterr().err
     assert code == 2 and "built-in 'print'" in err and not called, (err, called)
+
+
+def test_a_look_alike_module_name_is_not_printed_as_shoals():
+    """A module named with a Greek omicron (``shοal.nets``) is not shoal's: the line that
+    names it escapes the letter, so it cannot be read as shoal's own module."""
+    cfg = load_config(None, ['dqn.network="sh\u03bfal.nets:make_q"'])
+    with pytest.raises(UntrustedCodeError) as e:
+        check_consent(cfg, "run 'r'", trust_code=False)
+    assert "module 'sh\\u03bfal.nets' (dqn.network" in str(e.value)
+    assert str(e.value).isascii()

@@ -37,7 +37,7 @@ def ray_run(tiny, **extra):
 
 
 def test_a_killed_actor_is_restarted_and_the_run_completes(
-    tmp_path, tiny, monkeypatch, ray_session
+    tmp_path, tiny, monkeypatch, ray_session, capfd
 ):
     original, killed = apex.RayRunner.collect, []
 
@@ -55,6 +55,9 @@ def test_a_killed_actor_is_restarted_and_the_run_completes(
     result = shoal.train("cartpole", overrides=over, run_dir=tmp_path / "r")
     assert len(killed) == 2 and killed[0] != killed[1]
     assert result.env_steps >= 3000 and result.updates > 0
+    assert "shoal: ray actor 0 died and Ray restarted it (restarts in the run: 1" in (
+        capfd.readouterr().err
+    )
     rows = read_metrics(RunDir(tmp_path / "r").metrics)
     assert max(float(r["restarts"]) for r in rows if r.get("restarts")) >= 1
     ticks = [r for r in rows if r["kind"] == "tick"]

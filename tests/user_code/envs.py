@@ -70,3 +70,23 @@ class Recall(gym.Env):
 
 
 gym.register("UserCode/Recall-v0", entry_point=Recall)
+
+
+class Poisoned(Guess):
+    """``UserCode/Poisoned-v0``: Guess whose observations hold NaN from the
+    ``poison_after``-th step this env takes (a sensor that broke): a learner trained on
+    them diverges."""
+
+    def __init__(self, sides: int = 2, length: int = 10, poison_after: int = 100) -> None:
+        super().__init__(sides, length)
+        self.poison_after, self._taken = poison_after, 0
+
+    def step(self, action: Any) -> tuple:
+        obs, reward, terminated, truncated, info = super().step(action)
+        self._taken += 1
+        if self._taken >= self.poison_after:
+            obs = np.full_like(obs, np.nan)
+        return obs, reward, terminated, truncated, info
+
+
+gym.register("UserCode/Poisoned-v0", entry_point=Poisoned)

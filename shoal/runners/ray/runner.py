@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 import uuid
 from collections import deque
@@ -330,6 +331,12 @@ class RayRunner(DQNRunner):
         if self.pids.setdefault(i, got["pid"]) != got["pid"]:  # a new incarnation
             self.pids[i] = got["pid"]
             self.restarts += 1
+            print(  # Ray's own line about it names a worker id, not the run's actor
+                f"shoal: ray actor {i} died and Ray restarted it (restarts in the run: "
+                f"{self.restarts}; each actor at most ray.max_restarts = "
+                f"{self.cfg.ray.max_restarts})",
+                file=sys.stderr,
+            )
         self._call(i)
         return self.collected(got)
 
