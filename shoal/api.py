@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import shutil
 import sys
@@ -41,6 +42,7 @@ def _run(
     run: RunDir | Callable[[], RunDir],
     resume: dict[str, Any] | None = None,
     on_eval: Callable[[int, float], bool] | None = None,
+    evaluate_untrained: bool = False,
 ) -> TrainResult:
     """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`.
 
@@ -68,7 +70,14 @@ def _run(
                 save_config(cfg, run.config)
                 run.check_writable(runner.checkpoint_bytes())
             with checkpoint_fits(run.checkpoint):
-                loop = RunLoop(runner, run, resume=resume, title=_title(cfg), on_eval=on_eval)
+                loop = RunLoop(
+                    runner,
+                    run,
+                    resume=resume,
+                    title=_title(cfg),
+                    on_eval=on_eval,
+                    evaluate_untrained=evaluate_untrained,
+                )
             if resume is not None:
                 # Only once the checkpoint has loaded into this config (same shapes): a
                 # failed resume leaves the run directory as it was.
@@ -111,6 +120,7 @@ def train(
     network: Callable[..., Any] | str | None = None,
     on_eval: Callable[[int, float], bool] | None = None,
     trust_code: bool = False,
+    evaluate_untrained: bool = False,
 ) -> TrainResult:
     """Train a DQN agent and return where it went and how it did.
 
@@ -133,6 +143,9 @@ def train(
         trust_code: ``resume`` may run code its config names (its env's modules, a
             network factory, a recipe: see :mod:`shoal.run.consent`); without it, a run
             that names any stops with one line listing the modules.
+        evaluate_untrained: a new run evaluates its untrained network first, at step 0
+            (an eval row with updates 0, also given to ``on_eval``): the baseline
+            ``shoal tune`` compares each trial's score with.
 
     Everything is validated (config, env, run directory) before any work starts.
     """
@@ -154,7 +167,8 @@ def train(
     runner_for(cfg).preflight(cfg)
     check_device(cfg)
     name = cfg.run.name or cfg.env.id.replace("/", "_").replace(":", "_")
-    return _run(cfg, lambda: RunDir.create(cfg.run.out, name, run_dir), on_eval=on_eval)
+    create = functools.partial(RunDir.create, cfg.run.out, name, run_dir)
+    return _run(cfg, create, on_eval=on_eval, evaluate_untrained=evaluate_untrained)
 
 
 def _resume(

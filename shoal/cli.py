@@ -565,20 +565,33 @@ def _tune(args: argparse.Namespace) -> int:
             f"`shoal tune --resume {where}`"
         )
         return _stopped(e, None if where is None else saved, "before the study started")
+    return _tune_said(result)
+
+
+def _tune_said(result: Any) -> int:
+    """The end of a study (a ``TuneResult``) as lines: the best trial, or none; a warning
+    where the best trial may not have learned, and one where no trial did, with what to
+    raise. The exit code: 1 where every trial failed, else 0."""
     counts = ", ".join(f"{n} {state}" for state, n in sorted(result.trials.items()))
+    if result.failed:
+        print(f"shoal: error: study {result.study_dir}: {result.failed}", file=sys.stderr)
+        return 1
     if result.best_value is None:
         print(f"study {result.study_dir}: no trial finished ({counts})")
-    else:
+        return 0
+    print(
+        f"study {result.study_dir}: best {result.best_value:.2f} (trial "
+        f"{result.best_trial}; {counts}); train it with `shoal train {result.best_config}`"
+    )
+    if result.warning:
+        hint = "" if result.none_learned else " (give trials more env steps: --steps)"
         print(
-            f"study {result.study_dir}: best {result.best_value:.2f} (trial "
-            f"{result.best_trial}; {counts}); train it with `shoal train {result.best_config}`"
+            f"shoal: warning: trial {result.best_trial} may not have learned: "
+            f"{result.warning}; its score says little of its settings{hint}",
+            file=sys.stderr,
         )
-        if result.warning:
-            print(
-                f"warning: trial {result.best_trial} may not have learned: {result.warning};"
-                " its score says little of its settings (give trials more env steps: --steps)",
-                file=sys.stderr,
-            )
+    if result.none_learned:
+        print(f"shoal: warning: {result.none_learned}", file=sys.stderr)
     return 0
 
 

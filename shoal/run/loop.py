@@ -79,6 +79,8 @@ class RunLoop:
         title: the curve's title.
         on_eval: called with (env step, mean greedy return) after every evaluation;
             True ends the run at the runner's next boundary (a tuner's pruning).
+        evaluate_untrained: a new run evaluates its untrained network first, at step 0
+            (see :meth:`evaluate_untrained`).
     """
 
     def __init__(
@@ -89,12 +91,14 @@ class RunLoop:
         resume: dict[str, Any] | None = None,
         title: str = "",
         on_eval: Callable[[int, float], bool] | None = None,
+        evaluate_untrained: bool = False,
     ) -> None:
         self.runner = runner
         self.cfg = runner.cfg
         self.run_dir = run
         self.title = title
         self.on_eval = on_eval
+        self._untrained_first = evaluate_untrained and resume is None
         self._ended_by_caller = False
         self._training = False  # on_eval may end training, not the evaluation after it
         r = self.cfg.run
@@ -215,6 +219,16 @@ class RunLoop:
             self._ended_by_caller = True
         return mean
 
+    def evaluate_untrained(self, metrics: MetricsWriter) -> None:
+        """Evaluate the untrained network at step 0, before any update: an eval row with
+        updates 0 (best.pt until an evaluation beats it; given to ``on_eval``), the baseline
+        a tuner compares its trial's score with. Its time is left out of the evaluations'
+        share (``run.eval_max_share``), so the run's own evaluations come when they would
+        without it."""
+        spent = self.c["eval_s"]
+        self.evaluate(metrics)
+        self.c["eval_s"] = spent
+
     def _solves(self, mean: float, metrics: MetricsWriter) -> bool:
         """Whether an evaluation with this mean solves the run: the first to reach
         ``run.stop_return`` is picked on the noise of the evaluations' fixed starts, so with
@@ -317,6 +331,8 @@ class RunLoop:
         try:
             runner.start()
             reclaim_preemption_signals()  # a runner's library may have taken them (Ray)
+            if self._untrained_first:
+                self.evaluate_untrained(metrics)
             line = runner.update_line
             described = f"{self.title} · {line}" if line else self.title
             with TrainProgress(r.total_steps, enabled=r.progress, description=described) as bar:

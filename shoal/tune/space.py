@@ -24,6 +24,8 @@ a one-line error, not a failed trial an hour in.
 from __future__ import annotations
 
 import json
+import math
+import random
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,13 +53,62 @@ class Dimension:
     def suggest(self, trial: Any) -> Any:
         """This key's value for an Optuna trial."""
         if self.choices is not None:
-            # Optuna's choices are scalars: a list (a layer list) travels as its JSON text.
-            shown = [c if _scalar(c) else json.dumps(c) for c in self.choices]
-            picked = trial.suggest_categorical(self.key, shown)
+            picked = trial.suggest_categorical(self.key, self.shown_choices())
             return picked if picked in self.choices else json.loads(picked)
         if isinstance(self.low, int) and isinstance(self.high, int):
             return trial.suggest_int(self.key, self.low, self.high, log=self.log)
         return trial.suggest_float(self.key, float(self.low), float(self.high), log=self.log)
+
+    def distribution(self) -> Any:
+        """The Optuna distribution :meth:`suggest` samples (what a study's journal records
+        of each trial's value)."""
+        from optuna.distributions import (
+            CategoricalDistribution,
+            FloatDistribution,
+            IntDistribution,
+        )
+
+        if self.choices is not None:
+            return CategoricalDistribution(self.shown_choices())
+        assert self.low is not None and self.high is not None
+        if isinstance(self.low, int) and isinstance(self.high, int):
+            return IntDistribution(self.low, self.high, log=self.log)
+        return FloatDistribution(float(self.low), float(self.high), log=self.log)
+
+    def shown_choices(self) -> list[Any]:
+        """The choices as Optuna takes them: scalars, a list (a layer list) as its JSON
+        text."""
+        assert self.choices is not None
+        return [c if _scalar(c) else json.dumps(c) for c in self.choices]
+
+    def startup_value(self, k: int, count: int, seed: int) -> Any:
+        """This key's value (as Optuna takes it) at point ``k`` of a start-up design of
+        ``count`` points: the choices dealt in a shuffled order, so that the first
+        ``min(count, len(choices))`` points draw distinct ones; a range cut into ``count``
+        equal strata of its scale, a shuffled one for each point, a uniform draw in it."""
+        rng = random.Random(f"shoal tune {seed} {self.key}")  # the same in every process
+        if self.choices is not None:
+            order = self.shown_choices()
+            rng.shuffle(order)
+            return order[k % len(order)]
+        strata = list(range(count))
+        rng.shuffle(strata)
+        jitter = [rng.random() for _ in range(count)]
+        return self._at((strata[k % count] + jitter[k % count]) / count)
+
+    def _at(self, u: float) -> float | int:
+        """The range's value at the share ``u`` (0 to 1) of its scale; an integer range
+        gives each integer an equal share."""
+        assert self.low is not None and self.high is not None
+        integer = isinstance(self.low, int) and isinstance(self.high, int)
+        low, top = self.low, self.high + 1 if integer else self.high
+        if self.log:
+            x = math.exp(math.log(low) + u * (math.log(top) - math.log(low)))
+        else:
+            x = low + u * (top - low)
+        if integer:
+            return min(max(math.floor(x), self.low), self.high)
+        return min(max(x, self.low), self.high)
 
     def as_toml(self) -> dict[str, Any]:
         """The dimension as a space file writes it."""
@@ -113,6 +164,14 @@ class SearchSpace:
     def sample(self, trial: Any) -> dict[str, Any]:
         """Every key's value for an Optuna trial, as ``{config key: value}``."""
         return {key: d.suggest(trial) for key, d in self.dimensions.items()}
+
+    def startup_point(self, k: int, count: int, seed: int) -> dict[str, Any]:
+        """Point ``k`` of the study's start-up design of ``count`` points (seeded by
+        ``seed``), as Optuna's parameters: every choice of a list of at most ``count``
+        choices is drawn once in the design, and each range is sampled once in each of
+        ``count`` strata (a Latin hypercube). Independent random draws, Optuna's start-up,
+        leave choices out: 5 draws of 5 choices draw all of them 4% of the time."""
+        return {key: d.startup_value(k, count, seed) for key, d in self.dimensions.items()}
 
     def as_toml(self) -> dict[str, Any]:
         """The space as a space file's ``[space]`` table (nested by section)."""

@@ -12,11 +12,13 @@ machine):
 ``trials/NNNN/``
     each trial's run directory (config, metrics, checkpoints, curve);
 ``trials.csv``
-    a row per trial: state, score, env steps, updates, evaluations (and the step of the
-    last), seconds, parameters;
+    a row per trial: state, score, untrained score (its network's at step 0, before any
+    update), env steps, updates, evaluations (and the step of the last), seconds,
+    parameters;
 ``best.toml``
     the best trial's config, for ``shoal train best.toml``, with the tuned config's own
-    budget (not the trials') and a warning where the best trial may not have learned.
+    budget (not the trials') and a warning where the best trial may not have learned (it
+    did not beat its untrained network by more than noise).
 
 The driver asks Optuna for a trial, fixes its config, and hands it to an executor (a
 process here, or a Ray task); trials report each evaluation to the storage themselves, so
@@ -43,14 +45,18 @@ from shoal.config import (
     read_toml,
     saved_config,
 )
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, UntrustedCodeError, first_line
+from shoal.tune.journal import check_record, check_trials
 from shoal.tune.space import SearchSpace, apply_values
 from shoal.tune.trial import TrialJob, TrialOutcome, make_pruner, open_storage, optuna_chose_it
-from shoal.tune.untrained import untrained_warning
+from shoal.tune.untrained import Learning, judge_trial
 
 __all__ = ["TuneResult", "TuneSettings", "resume_study", "tune"]
 
 STUDY_NAME = "shoal"
+
+STARTUP = "startup_point"
+"""The user attr of a trial of the start-up design: its point's index."""
 
 CUT = "stopped with the study"
 """The error of a trial a stop cut short: not the config's fault, so a resumed study runs
@@ -73,8 +79,10 @@ class TuneSettings:
     seed: int = 0
     """The sampler's seed; trial k trains with run seed ``seed + k``."""
     startup_trials: int = 5
-    """Trials sampled at random before TPE models the results (Optuna's default is 10,
-    for studies of hundreds of trials; a study of a few CPU-hours runs 10-30)."""
+    """Trials of the start-up design before TPE models the results (Optuna's default is
+    10 random ones, for studies of hundreds of trials; a study of a few CPU-hours runs
+    10-30). The design draws every choice of a list of at most this many choices
+    (:meth:`SearchSpace.startup_point`)."""
     prune_startup_trials: int = 3
     """Finished trials before any is pruned."""
     prune_warmup: float = 1 / 3
@@ -90,7 +98,8 @@ class TuneSettings:
     """Its ``run.max_minutes`` likewise (None: no time limit)."""
 
     def check(self) -> None:
-        """A one-line ConfigError for a setting out of range."""
+        """A one-line ConfigError for a setting of the wrong type or out of range."""
+        self._check_types()
         checks = [
             ("trials", self.trials, self.trials >= 1, ">= 1"),
             ("hours", self.hours, self.hours is None or self.hours > 0, "> 0"),
@@ -110,6 +119,37 @@ class TuneSettings:
             if not ok:
                 raise ConfigError(f"tune {name}: {value!r} is out of range; allowed: {allowed}")
 
+    def _check_types(self) -> None:
+        """Each setting of its annotated type (a study file's, or a caller's, may hold
+        any value; a float setting takes a whole number, no number takes true or false)."""
+        import dataclasses
+        import typing
+
+        hints = typing.get_type_hints(TuneSettings)
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            types = typing.get_args(hints[f.name]) or (hints[f.name],)
+            if not any(_of_type(value, tp) for tp in types):
+                kinds = " or ".join(_TYPE_NAMES[tp] for tp in types)
+                raise ConfigError(f"tune {f.name}: {value!r} is not {kinds}")
+
+
+_TYPE_NAMES = {
+    int: "a whole number",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    type(None): "none",
+}
+
+
+def _of_type(value: Any, tp: Any) -> bool:
+    if isinstance(value, bool) or tp is bool:
+        return isinstance(value, bool) and tp is bool
+    if tp is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, tp)
+
 
 @dataclass
 class TuneResult:
@@ -125,6 +165,11 @@ class TuneResult:
     """Trials by state (complete, pruned, fail)."""
     warning: str = ""
     """Why the best trial may not have learned ('': no reason to think so)."""
+    none_learned: str = ""
+    """Where no finished trial beat its untrained network: that, and what to raise ('':
+    one did)."""
+    failed: str = ""
+    """Where every trial failed: that, and the first one's error ('': not so)."""
 
 
 def _optuna() -> Any:
@@ -193,7 +238,7 @@ def resume_study(
     base, space, settings = _read_study(directory)
     _check_study_consent(base, space, directory, trust_code)
     _check_journal(directory / JOURNAL)
-    _check_study_in(optuna, directory / JOURNAL)
+    _check_study_in(optuna, directory / JOURNAL, space)
     _local_ray_unless_given(base, settings, ray_address)
     for name, value in (("trials", trials), ("hours", hours), ("parallel", parallel)):
         if value is not None:
@@ -226,17 +271,60 @@ def _read_study(directory: Path) -> tuple[Config, SearchSpace, TuneSettings]:
         raise ConfigError(f"'{directory}' is not a study directory (it has no study.toml)")
     from shoal.run.imports import reading_imports_nothing
 
-    data = read_toml(directory / "study.toml")
-    try:
-        base = saved_config(data["config"], f"study file '{directory / 'study.toml'}' [config]")
-        with reading_imports_nothing(f"study '{directory}'"):
+    path = directory / "study.toml"
+    data = read_toml(path)
+    _check_study_tables(data, path)
+    base = saved_config(data["config"], f"study file '{path}' [config]")
+    with reading_imports_nothing(f"study '{directory}'"):
+        try:
             space = SearchSpace.build(base, {"space": data["space"]}, exact=True)
-        return base, space, TuneSettings(**data["settings"])
-    except (KeyError, TypeError) as e:
+        except UntrustedCodeError:
+            raise
+        except ConfigError as e:
+            raise ConfigError(f"study file '{path}' [space]: {e}") from None
+    return base, space, _read_settings(data["settings"], path)
+
+
+_STUDY_TABLES = ("settings", "space", "config")
+"""The tables of the ``study.toml`` shoal tune writes."""
+
+
+def _check_study_tables(data: dict[str, Any], path: Path) -> None:
+    """One line unless ``data`` has the tables shoal tune writes, and only those."""
+    unknown = sorted(set(data) - set(_STUDY_TABLES))
+    missing = [name for name in _STUDY_TABLES if name not in data]
+    wrong = [name for name in _STUDY_TABLES if name in data and not isinstance(data[name], dict)]
+    if unknown:
+        why = f"unknown table {unknown[0]!r}"
+    elif missing:
+        why = f"it has no [{missing[0]}] table"
+    elif wrong:
+        why = f"[{wrong[0]}] is {data[wrong[0]]!r}, not a table"
+    else:
+        return
+    raise ConfigError(
+        f"'{path}' is not a study file shoal tune wrote ({why}; it has [settings], [space] "
+        "and [config])"
+    )
+
+
+def _read_settings(values: dict[str, Any], path: Path) -> TuneSettings:
+    """The study's settings from its file's ``[settings]``: known keys, each of its type
+    and in its range (one line naming the key otherwise)."""
+    import dataclasses
+
+    known = [f.name for f in dataclasses.fields(TuneSettings)]
+    unknown = sorted(set(values) - set(known))
+    if unknown:
         raise ConfigError(
-            f"'{directory / 'study.toml'}' is not a study file shoal tune wrote "
-            f"({type(e).__name__}: {e})"
-        ) from None
+            f"study file '{path}' [settings]: unknown key {unknown[0]!r}; keys: {', '.join(known)}"
+        )
+    settings = TuneSettings(**values)
+    try:
+        settings.check()
+    except ConfigError as e:
+        raise ConfigError(f"study file '{path}' [settings]: {e}") from None
+    return settings
 
 
 def _check_journal(path: Path) -> None:
@@ -262,15 +350,21 @@ def _check_journal(path: Path) -> None:
         if last and not line:
             return
         try:
-            ok = isinstance(json.loads(line), dict)
+            record = json.loads(line)
         except ValueError:
-            ok = False
-        if not ok or last:
+            record = None
+        if record is None or last:
             what = "its last line is cut short" if last else f"line {number} is not a record"
             raise ConfigError(
                 f"{where}: {JOURNAL} is damaged ({what}, {len(line)} bytes, as a stop while "
                 f"it was written leaves it); {untouched}. To resume from the trials before "
                 "it, remove that line"
+            )
+        problem = check_record(record)
+        if problem:
+            raise ConfigError(
+                f"{where}: {JOURNAL} line {number} is JSON but not one of Optuna's records "
+                f"({problem}), not what shoal tune wrote; {untouched}"
             )
 
 
@@ -309,16 +403,35 @@ def _check_ray(settings: TuneSettings) -> None:
         preflight(settings.ray_address, "--ray-address")
 
 
-def _check_study_in(optuna: Any, journal: Path) -> None:
+def _check_study_in(optuna: Any, journal: Path, space: SearchSpace) -> None:
     """One line unless the (whole) journal holds shoal's study: Optuna's ``load_study``
-    rule, a missing study is an error and never a new one (read only: nothing written)."""
-    names = optuna.study.get_all_study_names(open_storage(("journal", str(journal))))
-    if STUDY_NAME not in names:
-        raise ConfigError(
-            f"study '{journal.parent}': {JOURNAL} holds no study {STUDY_NAME!r} (it holds "
-            f"{', '.join(map(repr, names)) or 'none'}); nothing was resumed and every file is "
-            "as it was"
+    rule, a missing study is an error and never a new one; its records replayed by
+    Optuna, its trials those of ``space`` with shoal's values (read only: nothing
+    written)."""
+    where = f"study '{journal.parent}': {JOURNAL}"
+    untouched = "nothing was resumed and every file is as it was"
+    try:  # records of Optuna's shape whose values Optuna cannot read (a date, a state)
+        storage = open_storage(("journal", str(journal)))  # it replays them here
+        names = optuna.study.get_all_study_names(storage)
+        study = (
+            optuna.load_study(study_name=STUDY_NAME, storage=storage)
+            if STUDY_NAME in names
+            else None
         )
+    except (KeyError, ValueError, TypeError, AttributeError, AssertionError) as e:
+        raise ConfigError(
+            f"{where} holds records Optuna cannot replay ({first_line(e)}), not what shoal "
+            f"tune wrote; {untouched}"
+        ) from None
+    if study is None:
+        raise ConfigError(
+            f"{where} holds no study {STUDY_NAME!r} (it holds "
+            f"{', '.join(map(repr, names)) or 'none'}); {untouched}"
+        )
+    try:
+        check_trials(study, space.dimensions, where)
+    except ConfigError as e:
+        raise ConfigError(f"{e}; {untouched}") from None
 
 
 def _local_ray_unless_given(base: Config, settings: TuneSettings, given: str | None) -> None:
@@ -452,14 +565,29 @@ class _Study:
             return False
         return self.s.hours is None or self._wall() < 3600 * self.s.hours
 
+    def _ask(self) -> Any:
+        """The next trial: a cut trial's parameters again (queued before), then the next
+        point of the start-up design (:meth:`SearchSpace.startup_point`, seeded by the
+        study's seed: a resumed study goes on with it), then TPE's. A study from before
+        the design, with its start-up done, gets none."""
+        trials = self.study.get_trials(deepcopy=False)
+        k = sum(STARTUP in t.user_attrs for t in trials)
+        waiting = self.optuna.trial.TrialState.WAITING
+        startup = self.s.startup_trials
+        if k < startup and self._counted() < startup and all(t.state != waiting for t in trials):
+            point = self.space.startup_point(k, startup, self.s.seed)
+            self.study.enqueue_trial(point, user_attrs={STARTUP: k}, skip_if_exists=False)
+        return self.study.ask()
+
     def _start_one(self) -> None:
-        trial = self.study.ask()
+        trial = self._ask()
         values = self.space.sample(trial)
         values["run.seed"] = self.base.run.seed + trial.number
         values["run.progress"] = False
         try:
             cfg = apply_values(self.base, values)
         except ConfigError as e:  # keys that do not go together (eps_end > eps_start)
+            trial.set_user_attr("error", f"not a valid config ({e})")
             self.study.tell(trial, state=self.optuna.trial.TrialState.FAIL)
             self.view.line(f"trial {trial.number}: not a valid config ({e})")
             return
@@ -484,6 +612,8 @@ class _Study:
         trial.set_user_attr("env_steps", outcome.steps)
         trial.set_user_attr("updates", outcome.updates)
         trial.set_user_attr("evals", outcome.evals)
+        trial.set_user_attr("train_s", outcome.train_s)
+        trial.set_user_attr("untrained", outcome.learning.untrained)
         if outcome.pruned:
             self.study.tell(trial, state=state.PRUNED)
             text = f"pruned after {outcome.steps} env steps"
@@ -492,10 +622,12 @@ class _Study:
             self.study.tell(trial, state=state.FAIL)
             text = f"failed: {outcome.error}"
         else:
+            trial.set_user_attr("beat_untrained", outcome.learning.beat_untrained)
+            trial.set_user_attr("doubt", outcome.learning.doubt)
             self.study.tell(trial, outcome.value)
             text = f"{outcome.value:.1f}"
             if self.study.best_trial.number == number:
-                self._write_best(job, outcome.value)
+                self._write_best(job, outcome.value, outcome.learning.doubt)
                 text += " (best so far)"
         shown = ", ".join(f"{k}={_short(v)}" for k, v in params.items())
         self.view.line(f"trial {number}: {text}, {outcome.wall_s:.0f} s  [{shown}]")
@@ -504,7 +636,7 @@ class _Study:
         self._write_trials_csv()
 
     # --- files --------------------------------------------------------------------------
-    def _write_best(self, job: TrialJob, value: float) -> None:
+    def _write_best(self, job: TrialJob, value: float, doubt: str) -> None:
         """``best.toml``: the trial's config with the base's seed, name and output."""
         import tomli_w
 
@@ -527,7 +659,6 @@ class _Study:
                 " config trains to its own budget.\n"
             )
             cfg.run.total_steps, cfg.run.max_minutes = self.s.train_steps, self.s.train_minutes
-        doubt = self._doubt(number, value)
         if doubt:
             head += f"# Warning: it may not have learned: {doubt}.\n"
         atomic_write_text(self.dir / "best.toml", head + tomli_w.dumps(config_to_dict(cfg)))
@@ -538,8 +669,8 @@ class _Study:
         keys = list(self.space.dimensions)
         out = io.StringIO()
         writer = csv.writer(out)
-        head = ["trial", "state", "score", "env_steps", "updates", "evals", "last_eval_step"]
-        writer.writerow([*head, "seconds", *keys])
+        head = ["trial", "state", "score", "untrained", "env_steps", "updates", "evals"]
+        writer.writerow([*head, "last_eval_step", "seconds", *keys])
         for t in self.study.trials:
             seconds = (
                 (t.datetime_complete - t.datetime_start).total_seconds()
@@ -547,11 +678,13 @@ class _Study:
                 else ""
             )
             evals = t.user_attrs.get("evals", [])
+            untrained = t.user_attrs.get("untrained")
             writer.writerow(
                 [
                     t.number,
                     t.state.name.lower(),
                     "" if t.value is None else t.value,
+                    "" if untrained is None else untrained,
                     t.user_attrs.get("env_steps", ""),
                     t.user_attrs.get("updates", ""),
                     len(evals),
@@ -613,20 +746,76 @@ class _Study:
         try:
             best = self.study.best_trial
         except ValueError:
-            return TuneResult(str(self.dir), None, None, None, counts)
+            return TuneResult(str(self.dir), None, None, None, counts, failed=self._all_failed())
         return TuneResult(
             str(self.dir),
             best.value,
             best.number,
             str(self.dir / "best.toml"),
             counts,
-            self._doubt(best.number, best.value),
+            self._learning(best).doubt,
+            self._none_learned(),
         )
 
-    def _doubt(self, number: int, value: float) -> str:
-        """Why trial ``number``, which scored ``value``, may not have learned ('')."""
-        run_dir = self.dir / "trials" / f"{number:04d}"
-        return untrained_warning(run_dir, value, self.base.dqn.batch_size)
+    def _learning(self, t: Any) -> Learning:
+        """Whether finished trial ``t`` beat its untrained network, as the trial judged
+        itself (its run directory may be on another machine of a Ray cluster); a trial of
+        a study from before judged from its run directory here (its score's spread
+        unknown: none)."""
+        a = t.user_attrs
+        if "doubt" in a:
+            return Learning(a.get("untrained"), bool(a.get("beat_untrained")), str(a["doubt"]))
+        run_dir = self.dir / "trials" / f"{t.number:04d}"
+        r = self.base.run
+        return judge_trial(run_dir, [t.value], self.base.dqn.batch_size, r.episodes_per_eval())
+
+    def _none_learned(self) -> str:
+        """What to raise where no finished trial beat its untrained network ('' where one
+        did): the trials' env steps against the config's own, and the hours that budget
+        takes at the trials' pace."""
+        done = self.optuna.trial.TrialState.COMPLETE
+        complete = self.study.get_trials(deepcopy=False, states=(done,))
+        if not complete or any(self._learning(t).beat_untrained for t in complete):
+            return ""
+        steps = max(int(t.user_attrs.get("env_steps") or 0) for t in complete)
+        own = self.s.train_steps
+        line = f"no trial beat its untrained network: raise --steps (the trials trained {steps}"
+        if own is None or own <= steps:
+            return f"{line} env steps each)"
+        line += f" env steps each; the config trains {own})"
+        seconds = [
+            self._seconds_at(t, own / steps)
+            for t in complete
+            if t.datetime_complete and t.datetime_start
+        ]
+        if not seconds or not steps:
+            return line if self.s.hours is None else f"{line} and --hours"
+        total = sum(seconds) / len(seconds) * self.s.trials / self.s.parallel
+        took = (
+            f"{self.s.trials} trials of {own} env steps take about {_duration(total)} at "
+            f"these trials' pace, {self.s.parallel} side by side"
+        )
+        return f"{line}; {took}" if self.s.hours is None else f"{line} and --hours: {took}"
+
+    @staticmethod
+    def _seconds_at(t: Any, scale: float) -> float:
+        """Seconds finished trial ``t`` would take at ``scale`` times its env steps: its
+        training grows with them, its start and scoring do not (a trial of a study from
+        before, which did not record its training time: all of it grows)."""
+        seconds = (t.datetime_complete - t.datetime_start).total_seconds()
+        train = float(t.user_attrs.get("train_s") or seconds)
+        return seconds - train + train * scale
+
+    def _all_failed(self) -> str:
+        """Where every trial of the study failed: how many, and the first one's error
+        ('' otherwise)."""
+        trials = self.study.get_trials(deepcopy=False)
+        fail = self.optuna.trial.TrialState.FAIL
+        if not trials or any(t.state != fail for t in trials):
+            return ""
+        errors = [(t.number, t.user_attrs.get("error") or "") for t in trials]
+        number, error = next(((n, e) for n, e in errors if e != CUT), errors[0])
+        return f"every trial failed ({len(trials)}); trial {number}: {error or 'no error recorded'}"
 
 
 def _ray_executor(study: _Study) -> Any:
@@ -676,6 +865,14 @@ def _ray_executor(study: _Study) -> Any:
         proxy.close()
         return RayTrials(ray, search_path(), started_ray=started, stop=stop_proxy)
     return RayTrials(ray, search_path(), started_ray=started)
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as a person reads them: minutes below two hours, else hours."""
+    if seconds < 7200:
+        minutes = max(1, round(seconds / 60))
+        return f"{minutes} minute{'s' if minutes > 1 else ''}"
+    return f"{seconds / 3600:.1f} hours"
 
 
 def _short(value: Any) -> str:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.tune.untrained import Learning
+
 __all__ = ["TrialJob", "TrialOutcome", "open_storage", "optuna_chose_it", "run_trial"]
 
 
@@ -55,8 +57,14 @@ class TrialOutcome:
     """The env steps its evaluations were at."""
     wall_s: float = 0.0
     """Seconds the trial took, start to score."""
+    train_s: float = 0.0
+    """Of which its run trained (the rest, its start and its scoring, does not grow with
+    its env steps)."""
     error: str = ""
     """What went wrong, one line (a failed trial)."""
+    learning: Learning = Learning()
+    """Its untrained network's score (the run's evaluation at step 0) and whether the
+    trial beat it (:func:`~shoal.tune.untrained.judge_trial`)."""
 
 
 def open_storage(spec: tuple[Any, ...]) -> Any:
@@ -98,6 +106,7 @@ def run_trial(job: TrialJob) -> TrialOutcome:
 
     from shoal.api import evaluate_run, train
     from shoal.config import load_config
+    from shoal.tune.untrained import judge_trial, untrained_score
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
@@ -115,6 +124,8 @@ def run_trial(job: TrialJob) -> TrialOutcome:
         evals: list[int] = []
 
         def report(step: int, mean: float) -> bool:
+            if step == 0:  # the untrained network's: it says nothing of the settings
+                return False
             evals.append(step)
             # The pruner compares trials at equal steps; an evaluation put off (its share
             # of the wall time, run.eval_max_share) lands off the grid, so it is reported
@@ -127,13 +138,22 @@ def run_trial(job: TrialJob) -> TrialOutcome:
                 trial.report(mean, grid)
             return trial.should_prune()
 
-        result = train(cfg, run_dir=job.run_dir, on_eval=report)
-        done = {"steps": result.env_steps, "updates": result.updates, "evals": evals}
+        result = train(cfg, run_dir=job.run_dir, on_eval=report, evaluate_untrained=True)
+        steps, updates, train_s = result.env_steps, result.updates, result.wall_seconds
+        done = {"steps": steps, "updates": updates, "evals": evals, "train_s": train_s}
         if result.ended_early:
-            return TrialOutcome(job.number, None, True, **done, wall_s=time.perf_counter() - t0)
+            learning = Learning(untrained_score(job.run_dir))
+            wall = time.perf_counter() - t0
+            return TrialOutcome(job.number, None, True, **done, wall_s=wall, learning=learning)
         # The study made this run (its user wrote or trusted the config): its code runs.
-        score = float(evaluate_run(job.run_dir, job.eval_episodes, trust_code=True).mean())
-        return TrialOutcome(job.number, score, False, **done, wall_s=time.perf_counter() - t0)
+        returns = evaluate_run(job.run_dir, job.eval_episodes, trust_code=True).tolist()
+        # A multi-agent world's evaluations play fewer episodes than this says: its noise
+        # is counted a little smaller, and the check warns a little less.
+        episodes = cfg.run.episodes_per_eval()
+        learning = judge_trial(job.run_dir, returns, cfg.dqn.batch_size, episodes)
+        score = sum(returns) / len(returns)
+        wall = time.perf_counter() - t0
+        return TrialOutcome(job.number, score, False, **done, wall_s=wall, learning=learning)
     except KeyboardInterrupt:
         raise
     except Exception as e:

@@ -221,6 +221,25 @@ def test_the_run_loop_ends_a_run_when_on_eval_says_so(tmp_path):
     assert not r.ended_early and r.env_steps >= 400
 
 
+def test_a_run_evaluates_its_untrained_network_first_when_asked(tmp_path):
+    """evaluate_untrained: an eval row at step 0 with no update, given to on_eval, whatever
+    run.eval_every (here past the budget: the run's own evaluation is its last)."""
+    import shoal
+    from shoal.run.metrics import read_metrics
+
+    seen = []
+    shoal.train(
+        "cartpole",
+        overrides=[*TINY, "run.progress=false", "run.eval_every=1000"],
+        run_dir=tmp_path / "r",
+        on_eval=lambda step, mean: seen.append(step) or False,
+        evaluate_untrained=True,
+    )
+    evals = [r for r in read_metrics(tmp_path / "r" / "metrics.csv") if r["kind"] == "eval"]
+    assert [(r["step"], r["updates"]) for r in evals][0] == ("0", "0")
+    assert seen[0] == 0 and len(seen) == len(evals) == 2 and int(evals[1]["updates"]) > 0
+
+
 def _wait_for(predicate, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while not predicate():
@@ -318,8 +337,8 @@ def test_search_space_keys_are_checked_against_the_config():
     "extra, needle",
     [
         (["--hours", "0"], "tune hours: 0.0 is out of range"),
-        (["--trials", "0"], "tune trials: 0 is out of range"),
-        (["--parallel", "0"], "tune parallel: 0 is out of range"),
+        (["--trials", "0"], "argument --trials: '0' is out of range"),
+        (["--parallel", "0"], "argument --parallel: '0' is out of range"),
         (["--space", "SPACE"], "search space key 'dqn.lrr'"),
         (["--space", "MISSING"], "MISSING"),
     ],
@@ -332,7 +351,10 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, extra, needle):
         for e in extra
     ]
     study = tmp_path / "study"
-    code = main(["tune", "cartpole", "--study-dir", str(study), "--no-progress", *extra])
+    try:
+        code = main(["tune", "cartpole", "--study-dir", str(study), "--no-progress", *extra])
+    except SystemExit as e:  # a bad flag: argparse's, in shoal's one line
+        code = e.code
     out, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and err.startswith("shoal: error:"), err
     assert needle.replace("MISSING", "missing.toml") in err
@@ -418,4 +440,231 @@ def test_a_study_another_process_runs_is_refused_untouched(tmp_path, capsys):
         assert main(["tune", "--resume", str(study), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert f"in use by process {os.getpid()} " in err and err.count("\n") == 1, err
+    assert _files(study) == files
+
+
+# --- whether trials learned: the untrained network's score -----------------------------------
+def _tune_cli(study: Path, overrides: list[str], *extra: str) -> int:
+    return main(
+        [
+            "tune",
+            "cartpole",
+            *sets(overrides),
+            "--trials",
+            "2",
+            "--eval-episodes",
+            "2",
+            "--study-dir",
+            str(study),
+            "--no-progress",
+            *extra,
+        ]
+    )
+
+
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("shoal: warning:")]
+
+
+def test_a_study_where_nothing_learns_says_so_and_what_to_raise(tmp_path, capfd):
+    """Trials that update (their first evaluation after learning began) but cannot learn
+    (lr 1e-12: their greedy policy never changes) are caught by each trial's evaluation
+    of its untrained network at step 0: the end says the best trial may not have learned
+    and that no trial beat its untrained network, with the trials' env steps and the
+    config's own; best.toml carries the warning; trials.csv the untrained score."""
+    study = tmp_path / "study"
+    over = [o for o in TINY if not o.startswith("run.total_steps")]
+    over += ["run.eval_every=400", "dqn.lr=1e-12"]
+    space = _small_space(tmp_path)
+    code = _tune_cli(study, over, "--steps", "400", "--hours", "1", "--space", space)
+    _, err = capfd.readouterr()
+    assert code == 0, err
+    table = rows(study)
+    assert all(int(r["updates"]) > 0 and r["evals"] == "1" for r in table), table
+    assert all(r["untrained"] != "" for r in table), table
+    best, none_learned = _warnings(err)
+    assert best.startswith("shoal: warning: trial ") and "may not have learned" in best, err
+    steps = max(int(r["env_steps"]) for r in table)
+    assert none_learned.startswith("shoal: warning: no trial beat its untrained network"), err
+    assert f"raise --steps (the trials trained {steps} env steps each; the config trains " in (
+        none_learned
+    )
+    assert "50000) and --hours: 2 trials of 50000 env steps take about " in none_learned
+    assert "# Warning: it may not have learned" in (study / "best.toml").read_text()
+
+
+def test_every_evaluation_equal_to_the_untrained_score_warns(tmp_path, capfd):
+    """A task where every policy scores the same (one-step CartPole episodes: 1.0 each):
+    a spread of 0 is no evidence of learning, and the study says every evaluation scored
+    the untrained network's score."""
+    study = tmp_path / "study"
+    code = _tune_cli(study, [*TINY, "env.max_episode_steps=1"], "--space", _small_space(tmp_path))
+    _, err = capfd.readouterr()
+    assert code == 0, err
+    said = "every evaluation scored 1.0, the untrained network's score"
+    assert said in _warnings(err)[0], err
+    assert f"# Warning: it may not have learned: {said}." in (study / "best.toml").read_text()
+    assert {r["untrained"] for r in rows(study)} == {"1.0"}
+
+
+def _small_space(tmp_path: Path) -> str:
+    """A space file searching dqn.gamma alone (TINY's --set keys are fixed)."""
+    import tomli_w
+
+    keep = [k for k in SMALL_SPACE["keep"] if k != "dqn.gamma"]
+    space = {"space": {"dqn": {"gamma": {"choices": [0.9, 0.99]}}}, "keep": keep}
+    path = tmp_path / "space.toml"
+    path.write_text(tomli_w.dumps(space))
+    return str(path)
+
+
+class _Outcomes:
+    """An executor whose trials end at once with a given outcome (no run trains): the
+    study's driver, sampler and files alone."""
+
+    def __init__(self, value: float | None = 0.0, error: str = "") -> None:
+        self.value, self.error, self.ended = value, error, []
+
+    def start(self, job) -> None:
+        from shoal.tune.trial import TrialOutcome
+
+        self.ended.append(TrialOutcome(job.number, self.value, error=self.error))
+
+    def running(self) -> int:
+        return len(self.ended)
+
+    def wait(self, timeout=None):
+        ended, self.ended = self.ended, []
+        return ended
+
+    def stop(self) -> list[int]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def _no_training(monkeypatch, **outcome) -> None:
+    from shoal.tune.study import _Study
+
+    monkeypatch.setattr(_Study, "_executor", lambda self: _Outcomes(**outcome))
+
+
+def test_the_start_up_trials_draw_every_choice(tmp_path, monkeypatch):
+    """The start-up trials are a design, not independent draws: every choice of a list of
+    at most startup_trials choices is drawn in them, and each range once in each of
+    startup_trials strata, for any seed, in a study resumed part way too. (Five
+    independent draws of five choices draw all of them 4% of the time; seed 0 drew
+    run.replay_ratio 0.125, 0.0625, 0.125, 0.125, 0.0625, and TPE, every score tied at
+    0.0, went on with trial 0's.)"""
+    import math
+
+    _no_training(monkeypatch)
+    base = load_config("cartpole", ["run.total_steps=8000"])
+    space = SearchSpace.build(base)
+    for seed in range(8):
+        study = tmp_path / f"study{seed}"
+        tune(base, space, TuneSettings(trials=2, seed=seed), study, progress=False)
+        resume_study(study, trials=5, progress=False)  # the design goes on after a resume
+        table = rows(study)
+        assert len(table) == 5
+        for key, d in space.dimensions.items():
+            drawn = [r[key] for r in table]
+            if d.choices is not None:
+                assert len(set(drawn)) == min(5, len(d.choices)), (seed, key, drawn)
+                assert set(drawn) <= {str(c) for c in d.choices}, (seed, key, drawn)
+                continue
+            scale = math.log if d.log else float
+            top = d.high + 1 if isinstance(d.low, int) else d.high
+            share = [(scale(float(x)) - scale(d.low)) / (scale(top) - scale(d.low)) for x in drawn]
+            assert sorted(min(int(s * 5), 4) for s in share) == [0, 1, 2, 3, 4], (seed, key)
+
+
+def test_a_study_whose_every_trial_failed_exits_1(tmp_path, capfd, monkeypatch):
+    _no_training(monkeypatch, value=None, error="RuntimeError: boom")
+    study = tmp_path / "study"
+    code = _tune_cli(study, TINY)
+    out, err = capfd.readouterr()
+    assert code == 1, (out, err)
+    assert err.count("\n") == 1 and err.startswith("shoal: error: study "), err
+    assert "every trial failed (2); trial 0: RuntimeError: boom" in err
+    assert [r["state"] for r in rows(study)] == ["fail", "fail"]
+
+
+def _toml_edit(path: Path, edit) -> None:
+    import tomli_w
+    import tomllib
+
+    data = tomllib.loads(path.read_text())
+    edit(data)
+    path.write_text(tomli_w.dumps(data))
+
+
+def _journal_insert(path: Path, line: str) -> None:
+    data = path.read_bytes()
+    first = data.index(b"\n") + 1
+    path.write_bytes(data[:first] + line.encode() + b"\n" + data[first:])
+
+
+BAD_STUDY_FILES = {
+    "a setting of the wrong type": (
+        lambda s: _toml_edit(s / "study.toml", lambda d: d["settings"].update(trials="x")),
+        "[settings]: tune trials: 'x' is not a whole number",
+    ),
+    "an unknown setting": (
+        lambda s: _toml_edit(s / "study.toml", lambda d: d["settings"].update(trails=3)),
+        "[settings]: unknown key 'trails'",
+    ),
+    "a space that is not a table": (
+        lambda s: _toml_edit(s / "study.toml", lambda d: d.update(space=3)),
+        "[space] is 3, not a table",
+    ),
+    "a table shoal does not write": (
+        lambda s: _toml_edit(s / "study.toml", lambda d: d.update(extra={"a": 1})),
+        "unknown table 'extra'",
+    ),
+    "a JSON object that is no Optuna record": (
+        lambda s: _journal_insert(s / "journal.log", '{"hello": 1}'),
+        "journal.log line 2 is JSON but not one of Optuna's records (op_code None",
+    ),
+    "a record of the wrong type": (
+        lambda s: _journal_insert(
+            s / "journal.log", '{"op_code": 8, "worker_id": "w", "trial_id": "0", "user_attr": {}}'
+        ),
+        "operation 8's 'trial_id' is '0'",
+    ),
+    "a record Optuna cannot replay": (
+        lambda s: _journal_insert(
+            s / "journal.log",
+            '{"op_code": 0, "worker_id": "w", "study_name": "x", "directions": [7]}',
+        ),
+        "holds records Optuna cannot replay (ValueError: 7 is not a valid StudyDirection)",
+    ),
+    "a study value shoal did not write": (
+        lambda s: (
+            (s / "journal.log")
+            .open("a")
+            .write(
+                '{"op_code": 2, "worker_id": "w", "study_id": 0, "user_attr": {"wall_s": "x"}}\n'
+            )
+        ),
+        "the study's 'wall_s' is 'x', not what shoal wrote",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", list(BAD_STUDY_FILES))
+def test_resume_of_study_files_shoal_did_not_write_is_one_line_and_every_file_is_kept(
+    tmp_path, capfd, damage
+):
+    """Valid TOML or JSON that is not what shoal tune wrote is one line, exit 2, before
+    anything is written (no traceback from a settings check or from Optuna's replay)."""
+    study = _crafted_study(tmp_path / "study")
+    edit, needle = BAD_STUDY_FILES[damage]
+    edit(study)
+    files = _files(study)
+    assert main(["tune", "--resume", str(study), "--no-progress"]) == 2
+    _, err = capfd.readouterr()
+    assert err.count("\n") == 1 and err.startswith("shoal: error:"), err
+    assert needle in err, err
     assert _files(study) == files
