@@ -261,12 +261,15 @@ _STUDY_FILES = ("study.toml", JOURNAL, "trials.csv", "best.toml")
 
 def _read_study(directory: Path) -> tuple[Config, SearchSpace, TuneSettings]:
     """The base config, space and settings a study directory's ``study.toml`` holds, its
-    files checked for links first; one line for a directory that is not a study."""
-    from shoal.run.files import link_refused
+    files checked first (no link, only regular files, and the journal, which Optuna
+    appends to, with no other hard link); one line for a directory that is not a study."""
+    from shoal.run.files import file_refusal, link_refused
 
     for name in (*_STUDY_FILES, "trials"):
         if (directory / name).is_symlink():
             raise ConfigError(link_refused(directory / name))
+        if name != "trials" and (why := file_refusal(directory / name, writing=name == JOURNAL)):
+            raise ConfigError(why)
     if not (directory / "study.toml").is_file():
         raise ConfigError(f"'{directory}' is not a study directory (it has no study.toml)")
     from shoal.run.imports import reading_imports_nothing

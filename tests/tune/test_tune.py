@@ -431,6 +431,33 @@ def test_resume_of_a_damaged_journal_is_one_line_and_every_file_is_kept(tmp_path
     assert _files(study) == files
 
 
+@pytest.mark.parametrize(
+    "name, make, needle",
+    [
+        ("journal.log", "fifo", "is a FIFO, not a regular file"),
+        ("study.toml", "fifo", "is a FIFO, not a regular file"),
+        ("journal.log", "hard link", "has 2 hard links"),
+    ],
+)
+def test_a_study_file_that_is_not_a_file_of_its_own_is_one_line(
+    tmp_path, capsys, name, make, needle
+):
+    """A FIFO would block the resume for good; Optuna appends to the journal in place,
+    so a hard link would write a file elsewhere."""
+    study = _crafted_study(tmp_path / "study")
+    target = study / name
+    if make == "fifo":
+        target.unlink()
+        os.mkfifo(target)
+    else:
+        os.link(target, tmp_path / "elsewhere.log")
+    files = {p: p.read_bytes() for p in study.rglob("*") if p.is_file() and not p.is_fifo()}
+    assert main(["tune", "--resume", str(study), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("shoal: error:") and needle in err, err
+    assert {p: p.read_bytes() for p in files} == files
+
+
 def test_a_study_another_process_runs_is_refused_untouched(tmp_path, capsys):
     from shoal.run.lock import DirectoryLock
 
