@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-EXTRAS ?= dev,bench,multiagent,ray,envpool,pixels,box2d,tune,popgym
+EXTRAS ?= dev,bench,multiagent,ray,envpool,pixels,box2d,tune,popgym,minigrid
 
 RLLIB_VENV := benchmarks/.venv-rllib
 RLLIB_STAMP := $(RLLIB_VENV)/.installed

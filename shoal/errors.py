@@ -13,6 +13,7 @@ __all__ = [
     "DivergedError",
     "EnvError",
     "MachineryError",
+    "ObservationError",
     "RunDirError",
     "RunInUseError",
     "ShoalError",
@@ -43,6 +44,11 @@ class ConfigError(ShoalError, ValueError):
 
 class EnvError(ShoalError, ValueError):
     """An environment id that does not exist or has spaces shoal cannot learn on."""
+
+
+class ObservationError(ShoalError, ValueError):
+    """An observation that cannot be read: not finite, of the wrong shape, or a dict that
+    does not fit the env's observation space."""
 
 
 class CheckpointError(ShoalError):

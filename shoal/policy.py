@@ -4,7 +4,10 @@ the trained weights, and a greedy ``act``.
 
 It plays what ``shoal eval`` plays: the same network, weights and greedy rule (legal
 actions only where ``dqn.action_mask`` is set), on observations as shoal's envs give them
-(:meth:`Policy.make_env` makes such an env: flattened, images channels first). A recurrent
+(:meth:`Policy.make_env` makes such an env: flattened, images channels first) or, for an
+env whose observations are Dicts, as the env itself gives them (MiniGrid's
+``gymnasium.make(id).reset()[0]``): :meth:`Policy.act` flattens them as training did. An
+observation with NaN or inf is refused (:class:`~shoal.errors.ObservationError`). A recurrent
 run's policy (``run.recipe = "r2d2"``) carries its memory from one :meth:`Policy.act` to the
 next, one per row of a batch, as evaluation does: call :meth:`Policy.reset` as each
 episode begins.
@@ -20,14 +23,18 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from torch import nn
 
-from shoal.errors import ConfigError
+from shoal.errors import ConfigError, ObservationError
+
+if TYPE_CHECKING:
+    from shoal.envs.dict_obs import DictLayout
 
 __all__ = ["Policy", "load_policy"]
 
@@ -48,6 +55,9 @@ class Policy:
     no action since :meth:`reset`)."""
     obs_dim: int | None = None
     """The size of one flat observation, as the run's env gives it (None: unchecked)."""
+    dict_layout: DictLayout | None = field(default=None, repr=False)
+    """How the env's own Dict observations become flat ones, as in training (None: the
+    env's observations are not Dicts)."""
 
     @property
     def recurrent(self) -> bool:
@@ -61,24 +71,70 @@ class Policy:
         self.memory = None
 
     def act(self, obs: Any) -> Any:
-        """The greedy action for one flat observation, or an array of them for a batch
-        ``(batch, obs_dim)``; a recurrent policy steps its memory (one per row) on them."""
-        x = np.asarray(obs, np.float32)
-        single = x.ndim == 1
-        batch = x[None] if single else x
-        # an image left unflattened, (channels, height, width), would otherwise read as a
-        # batch of rows
-        if self.obs_dim is not None and (batch.ndim != 2 or batch.shape[1] != self.obs_dim):
-            raise ValueError(
-                f"Policy.act takes one flat observation of {self.obs_dim} values or a batch"
-                f" (batch, {self.obs_dim}), as the run's env gives them (Policy.make_env);"
-                f" got shape {x.shape}"
-            )
+        """The greedy action for one observation, or an array of them for a batch; a
+        recurrent policy steps its memory (one per row) on them. An observation is flat,
+        as :meth:`make_env`'s env gives it (a batch: ``(batch, obs_dim)``), or, for an env
+        whose observations are Dicts, the env's own dict (a batch: a list of them). An
+        :class:`~shoal.errors.ObservationError` for one of another shape, a dict that does
+        not fit, or NaN or inf."""
+        batch, single = self._rows(obs)
         if self.recurrent:
             actions = self._recurrent_act(batch)
         else:
             actions = self.actor.greedy(batch)
         return actions[0] if single else actions
+
+    def _rows(self, obs: Any) -> tuple[np.ndarray, bool]:
+        """``obs`` as a batch of flat float rows, and whether it was one observation."""
+        dicts = isinstance(obs, Mapping) or (
+            isinstance(obs, (list, tuple)) and len(obs) > 0 and isinstance(obs[0], Mapping)
+        )
+        if dicts:
+            single = isinstance(obs, Mapping)
+            batch = self._flatten([obs] if single else obs)
+        else:
+            try:
+                x = np.asarray(obs, np.float32)
+            except (TypeError, ValueError) as e:
+                raise ObservationError(f"Policy.act: the observation is not numbers: {e}") from None
+            single = x.ndim == 1
+            batch = x[None] if single else x
+        # an image left unflattened, (channels, height, width), would otherwise read as a
+        # batch of rows
+        if self.obs_dim is not None and (batch.ndim != 2 or batch.shape[1] != self.obs_dim):
+            shape = np.shape(obs) if not dicts else batch.shape
+            raise ObservationError(
+                f"Policy.act takes one flat observation of {self.obs_dim} values or a batch"
+                f" (batch, {self.obs_dim}), as the run's env gives them (Policy.make_env);"
+                f" got shape {shape}"
+            )
+        self._check_finite(batch, single)
+        return batch, single
+
+    def _flatten(self, dicts: Any) -> np.ndarray:
+        """The env's own Dict observations as flat float rows, as training read them."""
+        if self.dict_layout is None:
+            raise ObservationError(
+                f"Policy.act: got a dict, and env.id {self.config.env.id!r} observes flat"
+                " vectors; pass them as Policy.make_env's env gives them"
+            )
+        try:
+            return np.stack([self.dict_layout.flatten(o) for o in dicts]).astype(np.float32)
+        except ObservationError as e:
+            raise ObservationError(f"Policy.act: {e}") from None
+
+    def _check_finite(self, batch: np.ndarray, single: bool) -> None:
+        """NaN or inf is refused with where it is, not passed to the network."""
+        bad = np.argwhere(~np.isfinite(batch))
+        if not len(bad):
+            return
+        row, entry = (int(i) for i in bad[0])
+        where = "" if single else f"row {row}, "
+        key = "" if self.dict_layout is None else f" (key {self.dict_layout.key_at(entry)!r})"
+        raise ObservationError(
+            f"Policy.act: observation {where}entry {entry}{key} is {batch[row, entry]};"
+            " observations must be finite numbers (no NaN or inf)"
+        )
 
     def _recurrent_act(self, batch: np.ndarray) -> np.ndarray:
         from shoal.recipes import recipe_for
@@ -103,15 +159,47 @@ def load_policy(
     run_dir: str | Path, checkpoint: str = "best", *, device: str = "cpu", trust_code: bool = False
 ) -> Policy:
     """The trained policy of a single-agent DQN run: its ``best`` (default) or ``latest``
-    checkpoint's network on ``device``. A run whose config names code (its own network
-    factory, env modules, a recipe) opens only with ``trust_code=True``, and that code
-    must import here, as for ``shoal eval`` (:mod:`shoal.run.consent`)."""
+    checkpoint's network on ``device`` (``'cpu'``, or ``'cuda'`` / ``'cuda:N'`` where
+    CUDA is; anything else is a :class:`~shoal.errors.ConfigError` before anything is
+    read). A run whose config names code (its own network factory, env modules, a recipe)
+    opens only with ``trust_code=True``, and that code must import here, as for ``shoal
+    eval`` (:mod:`shoal.run.consent`)."""
     from shoal.api import open_run_checkpoint
     from shoal.run.imports import refusing_user_code
 
+    _check_device(device)
     cfg, state, path = open_run_checkpoint(run_dir, 1, checkpoint, trust_code=trust_code)
     with refusing_user_code(f"run '{run_dir}'", refuse=not trust_code):
         return _policy(run_dir, cfg, state, path, device)
+
+
+def _check_device(device: Any) -> None:
+    """``device`` is one this machine has: ``'cpu'``, or a CUDA device where torch sees
+    one; else one :class:`~shoal.errors.ConfigError` line naming it and what is allowed."""
+    import torch
+
+    allowed = "'cpu', or 'cuda' / 'cuda:N' on a machine with CUDA"
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise ConfigError(
+            f"load_policy device {device!r}: not a device torch knows; use {allowed}"
+        ) from None
+    if parsed.type == "cpu":
+        return
+    if parsed.type != "cuda":
+        raise ConfigError(f"load_policy device {device!r}: shoal runs on {allowed}")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        raise ConfigError(
+            f"load_policy device {device!r}: this machine has no CUDA device"
+            " (torch.cuda.is_available() is False); use 'cpu'"
+        )
+    if parsed.index is not None and parsed.index >= count:
+        raise ConfigError(
+            f"load_policy device {device!r}: this machine has {count} CUDA device(s),"
+            f" 'cuda:0' to 'cuda:{count - 1}'; use one of them or 'cpu'"
+        )
 
 
 def _policy(
@@ -145,4 +233,4 @@ def _policy(
     network = network.to(device).eval().requires_grad_(False)
     weights = ActorWeights(network=network, device=device)
     actor = recipe.make_actor(cfg, spec, np.random.default_rng(0), weights)
-    return Policy(network, cfg, actor, obs_dim=spec.obs_dim)
+    return Policy(network, cfg, actor, obs_dim=spec.obs_dim, dict_layout=spec.dict_layout)

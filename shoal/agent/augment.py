@@ -92,8 +92,12 @@ class Augment:
         return out
 
     def _shift_obs(self, obs: np.ndarray) -> np.ndarray:
-        """Flat image observations (as replay keeps them) shifted, flat again."""
-        return shift(obs.reshape(len(obs), *self.image), self.rng).reshape(obs.shape)
+        """Flat image observations (as replay keeps them) shifted, flat again; the entries
+        after the image (a Dict observation's others) as they were."""
+        pixels = int(np.prod(self.image))
+        image = shift(obs[:, :pixels].reshape(len(obs), *self.image), self.rng)
+        image = image.reshape(len(obs), pixels)
+        return image if obs.shape[1] == pixels else np.concatenate([image, obs[:, pixels:]], 1)
 
     def _mirror_obs(self, obs: np.ndarray, flip: np.ndarray) -> np.ndarray:
         """Rows of ``obs`` where ``flip`` is set, mirrored (board columns and mask)."""

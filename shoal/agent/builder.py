@@ -127,8 +127,9 @@ Fields = dict[str, tuple[tuple[int, ...], Any]]
 
 def transition_fields(spec: EnvSpec) -> Fields:
     """One n-step transition of ``spec``'s env: flat observations, float or, for images,
-    bytes (a quarter of the memory; the encoder scales them on the device)."""
-    obs = ((spec.obs_dim,), np.uint8 if spec.image is not None else np.float32)
+    bytes (a quarter of the memory; the encoder scales them on the device):
+    ``spec.obs_dtype``."""
+    obs = ((spec.obs_dim,), spec.obs_dtype)
     return {
         "obs": obs,
         "action": ((), np.int64),

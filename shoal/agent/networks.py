@@ -235,20 +235,31 @@ NATURE_MIN = min_side("nature")
 
 
 class ImageEncoder(nn.Module):
-    """Convolutions over a flat observation that is a ``(C, H, W)`` image, its pixels
-    scaled by ``1 / high`` on the device (bytes cross from the env and the replay as
-    they are), the features flattened: MinAtar's encoder, the Nature DQN's or data-efficient
+    """Convolutions over a ``(C, H, W)`` image at the start of a flat observation, its
+    pixels scaled by ``1 / high`` on the device (bytes cross from the env and the replay as
+    they are), the features flattened and followed by the observation's ``extra`` other
+    entries as they are (a Dict observation's direction beside its image,
+    :mod:`shoal.envs.dict_obs`): MinAtar's encoder, the Nature DQN's or data-efficient
     Rainbow's.
 
     Example:
         >>> enc = ImageEncoder((4, 10, 10), kind="minatar")
         >>> enc(torch.zeros(3, 400, dtype=torch.uint8)).shape == (3, enc.width)
         True
+        >>> enc = ImageEncoder((4, 10, 10), kind="minatar", extra=4)
+        >>> enc(torch.zeros(3, 404, dtype=torch.uint8)).shape == (3, 16 * 8 * 8 + 4)
+        True
     """
 
-    def __init__(self, shape: Sequence[int], *, kind: str, high: float = 1.0) -> None:
+    def __init__(
+        self, shape: Sequence[int], *, kind: str, high: float = 1.0, extra: int = 0
+    ) -> None:
         super().__init__()
         c, h, w = self.shape = tuple(int(x) for x in shape)
+        self.pixels = c * h * w
+        """Entries of the observation that are the image."""
+        self.extra = extra
+        """Entries after the image, passed on beside the conv features (not scaled)."""
         self.scale = 1.0 / high
         layers: list[nn.Module] = []
         self.strides = []
@@ -257,28 +268,40 @@ class ImageEncoder(nn.Module):
             self.strides.append(stride)
             c, h, w = out, (h - kernel) // stride + 1, (w - kernel) // stride + 1
         self.conv = nn.Sequential(*layers)
-        self.width = c * h * w
+        self.conv_width = c * h * w
+        """Width of the conv features."""
+
+    @property
+    def width(self) -> int:
+        """Width of the output: the conv features and the other entries."""
+        return self.conv_width + self.extra
 
     def apply_params(self, params: Params, prefix: str, obs: torch.Tensor) -> torch.Tensor:
-        """Conv features of the image, flattened. The pixel scale multiplies the first
-        layer's weights, not the pixels: a pass over the whole batch of images less (a
-        sixth of an Atari update on CPU), the same function."""
-        x = obs.reshape(-1, *self.shape).float()
+        """Conv features of the image, flattened, then the other entries as floats. The
+        pixel scale multiplies the first layer's weights, not the pixels: a pass over the
+        whole batch of images less (a sixth of an Atari update on CPU), the same
+        function."""
+        x = obs[..., : self.pixels].reshape(-1, *self.shape).float()
         for k, stride in enumerate(self.strides):
             name = f"{prefix}conv.{2 * k}."
             weight = params[name + "weight"]
             if k == 0 and self.scale != 1.0:
                 weight = weight * self.scale
             x = F.relu(F.conv2d(x, weight, params[name + "bias"], stride=stride))
-        return x.flatten(1)
+        if not self.extra:
+            return x.flatten(1)
+        rest = obs[..., self.pixels :].reshape(-1, self.extra).float()
+        return torch.cat([x.flatten(1), rest], dim=-1)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Conv features of the image, flattened."""
+        """Conv features of the image, flattened, then the other entries."""
         return self.apply_params(dict(self.named_parameters()), "", obs)
 
 
 class QNetwork(nn.Module):
-    """Maps a batch of flat observations to one Q-value per discrete action.
+    """Maps a batch of flat observations to one Q-value per discrete action (through an
+    image encoder when ``image`` is given: the observations start with the image, and
+    whatever follows it goes beside the conv features).
 
     The dueling head (Wang et al. 2016) splits the last layer into a state value V(s) and
     advantages A(s, a), combined as ``V + A - mean(A)`` so that the two are identifiable.
@@ -314,6 +337,10 @@ class QNetwork(nn.Module):
             layers.append(enc)
             width = enc.width
         if image is not None:
+            # the entries after the image (a Dict observation's others) go beside its features
+            image.extra = obs_dim - image.pixels
+            if image.extra < 0:
+                raise ValueError(f"observations of {obs_dim} values hold no image {image.shape}")
             layers.append(image)
             width = image.width
         for h in hidden:

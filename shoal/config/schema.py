@@ -91,6 +91,10 @@ class EnvConfig:
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Keyword arguments of the env's constructor (gym.make's, or a PettingZoo module's
     parallel_env's), e.g. {size = 8}."""
+    obs_keys: list[str] = param([], allow_empty=True)
+    """Keys of a Dict observation to learn from, e.g. ['image', 'direction'] (an image goes
+    to the conv encoder, the rest is flattened beside it); empty: every key that holds
+    numbers, the others (text such as MiniGrid's mission) left out with one line."""
     max_episode_steps: int | None = param(None, gt=0, le=MAX_STEPS)
     """Override the env's time limit (episodes are truncated, not terminated, there)."""
     step_cost_us: float = param(0.0, ge=0.0, le=1e9)

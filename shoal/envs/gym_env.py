@@ -1,4 +1,5 @@
-"""Gymnasium environments for DQN: checked up front, observations flattened to 1-D."""
+"""Gymnasium environments for DQN: checked up front, observations flattened to 1-D (Dict
+observations as :mod:`shoal.envs.dict_obs` lays them out)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from shoal.config import EnvConfig
 from shoal.envs.atari import AtariSettings, atari_env, check_frame_stack, is_atari
+from shoal.envs.dict_obs import DictLayout, DictObservation, dict_layout, tell_dropped
 from shoal.envs.pixels import ChannelsFirst, channels_last, image_shape, register_pixel_envs
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
@@ -35,15 +37,29 @@ class EnvSpec:
     """``(channels, height, width)`` when the flat observation is an image (read with an
     image encoder), else None."""
     image_high: float = 1.0
-    """The image's largest pixel value (the encoder scales pixels to [0, 1])."""
+    """The image space's largest value (the encoder multiplies the image by its inverse:
+    pixels of 0-255 land in [0, 1], a symbolic grid's small codes below it)."""
     board: tuple[int, int, int] | None = None
     """``(height, width, channels)`` of a board game's board at the start of each flat
     observation, as the env declares it (its ``board_shape``), else None."""
     observation_space: Any = field(default=None, compare=False, repr=False)
     """The flat observation space the networks read (what a user's network factory is
-    given); None: a ``Box`` of ``obs_dim`` floats."""
+    given: a ``Box`` of ``obs_dim``, for a Dict observation too, laid out as
+    :mod:`shoal.envs.dict_obs` says); None: a ``Box`` of ``obs_dim`` floats."""
     action_space: Any = field(default=None, compare=False, repr=False)
     """The env's action space; None: ``Discrete(n_actions)``."""
+    dict_layout: DictLayout | None = field(default=None, compare=False, repr=False)
+    """How the env's Dict observations become the flat ones (None: not a Dict)."""
+
+    @property
+    def obs_dtype(self) -> type:
+        """How replay keeps flat observations: images as bytes (a quarter of the memory;
+        the encoder scales them on the device) unless other entries beside them need
+        floats, everything else as float32."""
+        space = self.observation_space
+        if self.image is None or (space is not None and space.dtype != np.uint8):
+            return np.float32
+        return np.uint8
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """(observation space, action space) as a network factory is given them."""
@@ -94,8 +110,9 @@ def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
     """Create the env, rejecting ids that do not exist and action spaces DQN cannot act in
     (anything but Discrete, or Tuple(Discrete, bounded 1-D Box) for hybrid actions).
 
-    Non-vector observations (Discrete, Tuple, Dict, images) are flattened, so the MLP
-    learner sees a 1-D float vector whatever the env. Atari ids get the standard
+    Non-vector observations (Discrete, Tuple, images) are flattened, so the MLP learner
+    sees a 1-D vector whatever the env; Dict observations as :mod:`shoal.envs.dict_obs`
+    lays them out (``env.obs_keys``: which keys). Atari ids get the standard
     preprocessing (:mod:`shoal.envs.atari`); ``evaluation`` drops its training-only parts
     (episodic life, reward clipping), so evaluations report raw game scores.
     """
@@ -118,9 +135,27 @@ def make_env(cfg: EnvConfig, *, evaluation: bool = False) -> gym.Env:
         )
     if cfg.step_cost_us > 0:
         env = StepCost(env, micros=cfg.step_cost_us, kind=cfg.step_cost_kind)
-    if channels_last(env.observation_space):
-        env = ChannelsFirst(env)
+    try:
+        return _flat_observations(env, cfg)
+    except EnvError:
+        env.close()
+        raise
+
+
+def _flat_observations(env: gym.Env, cfg: EnvConfig) -> gym.Env:
+    """``env`` with 1-D observations: a Dict's laid out as ``env.obs_keys`` says, an image
+    channels first, anything else flattened."""
     obs_space = env.observation_space
+    if isinstance(obs_space, gym.spaces.Dict):
+        return DictObservation(env, dict_layout(obs_space, cfg.obs_keys, cfg.id))
+    if cfg.obs_keys:
+        raise EnvError(
+            f"config key 'env.obs_keys': {cfg.obs_keys} chooses keys of a Dict observation,"
+            f" and env.id {cfg.id!r} observes {obs_space}; leave it empty ([])"
+        )
+    if channels_last(obs_space):
+        env = ChannelsFirst(env)
+        obs_space = env.observation_space
     if not (isinstance(obs_space, gym.spaces.Box) and len(obs_space.shape) == 1):
         env = gym.wrappers.FlattenObservation(env)
     return env
@@ -164,8 +199,10 @@ def import_env_modules(cfg: EnvConfig) -> None:
 
 def _image(env: gym.Env) -> tuple[tuple[int, int, int] | None, float]:
     """The image shape (channels first) and largest pixel value behind the flattening, if
-    the observations are images."""
+    the observations are images or a Dict with an image."""
     while isinstance(env, gym.Wrapper):
+        if isinstance(env, DictObservation):
+            return env.layout.image_shape, env.layout.image_high
         if isinstance(env, gym.wrappers.FlattenObservation):
             space = env.env.observation_space
             shape = image_shape(space)
@@ -177,11 +214,15 @@ def _image(env: gym.Env) -> tuple[tuple[int, int, int] | None, float]:
 
 
 def probe_env(cfg: EnvConfig) -> EnvSpec:
-    """Make the env once to validate it and read its sizes."""
+    """Make the env once to validate it and read its sizes (and say which keys of a Dict
+    observation it leaves out)."""
     env = make_env(cfg)
     try:
         obs_dim = int(np.prod(env.observation_space.shape))
         image, high = _image(env)
+        layout = env.layout if isinstance(env, DictObservation) else None  # make_env's last
+        if layout is not None:
+            tell_dropped(cfg.id, layout)
         parts = _hybrid_parts(env.action_space)
         if parts is None:
             n = int(env.action_space.n)
@@ -193,12 +234,14 @@ def probe_env(cfg: EnvConfig) -> EnvSpec:
                 board=getattr(env.unwrapped, "board_shape", None),
                 observation_space=env.observation_space,
                 action_space=env.action_space,
+                dict_layout=layout,
             )
         disc, box = parts
         return EnvSpec(
             obs_dim=obs_dim,
             observation_space=env.observation_space,
             action_space=env.action_space,
+            dict_layout=layout,
             n_actions=int(disc.n),
             action_dim=int(box.shape[0]),
             action_low=tuple(float(x) for x in box.low),

@@ -17,7 +17,15 @@ import numpy as np
 
 from shoal.errors import EnvError
 
-__all__ = ["ChannelsFirst", "channels_last", "image_shape", "register_pixel_envs"]
+__all__ = [
+    "ChannelsFirst",
+    "channels_first",
+    "channels_first_space",
+    "channels_last",
+    "image_shape",
+    "is_image",
+    "register_pixel_envs",
+]
 
 MINATAR = "MinAtar/"
 
@@ -44,15 +52,25 @@ class ChannelsFirst(gym.ObservationWrapper):
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        space = env.observation_space
-        assert isinstance(space, gym.spaces.Box) and len(space.shape) == 3
-        h, w, c = space.shape
-        high = 1 if space.dtype == np.bool_ else int(np.max(space.high))
-        self.observation_space = gym.spaces.Box(0, high, (c, h, w), np.uint8)
+        self.observation_space = channels_first_space(env.observation_space)
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         """The image with its channels first, as bytes."""
-        return np.ascontiguousarray(np.moveaxis(observation, -1, 0), dtype=np.uint8)
+        return channels_first(observation)
+
+
+def channels_first_space(space: gym.Space) -> gym.spaces.Box:
+    """The channels x height x width ``uint8`` space of a height x width x channels image
+    space (its largest pixel value kept; booleans: 1)."""
+    assert isinstance(space, gym.spaces.Box) and len(space.shape) == 3
+    h, w, c = space.shape
+    high = 1 if space.dtype == np.bool_ else int(np.max(space.high))
+    return gym.spaces.Box(0, high, (c, h, w), np.uint8)
+
+
+def channels_first(image: np.ndarray) -> np.ndarray:
+    """A height x width x channels image as channels x height x width bytes."""
+    return np.ascontiguousarray(np.moveaxis(image, -1, 0), dtype=np.uint8)
 
 
 def image_shape(space: gym.Space) -> tuple[int, int, int] | None:
@@ -63,10 +81,18 @@ def image_shape(space: gym.Space) -> tuple[int, int, int] | None:
     return None
 
 
+def is_image(space: gym.Space) -> bool:
+    """Whether ``space`` is an image the encoders read: a 3-D box of bytes or booleans
+    (either layout; :func:`channels_last` tells which)."""
+    return (
+        isinstance(space, gym.spaces.Box)
+        and len(space.shape) == 3
+        and space.dtype in (np.uint8, np.bool_)
+    )
+
+
 def channels_last(space: gym.Space) -> bool:
     """Whether ``space`` is an image stored height x width x channels: 3-D bytes or
     booleans whose last axis is no longer than the others (MinAtar's 10 x 10 x 4;
     a frame stack of 4 x 84 x 84 is channels first already)."""
-    if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
-        return False
-    return space.dtype in (np.uint8, np.bool_) and space.shape[2] <= min(space.shape[:2])
+    return is_image(space) and space.shape[2] <= min(space.shape[:2])
