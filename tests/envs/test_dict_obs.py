@@ -213,10 +213,11 @@ def test_load_policy_checks_its_device_before_reading_anything(tmp_path, device,
     assert len(str(e.value).splitlines()) == 1
 
 
-def test_minigrid_trains_from_the_cli_with_no_wrapper(tmp_path, capsys):
-    pytest.importorskip("minigrid")
+@pytest.mark.parametrize("env_id", ["MiniGrid-Empty-Random-6x6-v0", "MiniGrid-DoorKey-5x5-v0"])
+def test_minigrid_trains_from_the_cli_with_no_wrapper(env_id, tmp_path, capsys):
+    minigrid = pytest.importorskip("minigrid")
     out = tmp_path / "runs"
-    argv = ["train", "--import", "minigrid", "--env", "MiniGrid-Empty-Random-6x6-v0"]
+    argv = ["train", "--import", "minigrid", "--env", env_id]
     short = ["run.learning_starts=100", "run.eval_every=300", "run.eval_episodes=2",
              "dqn.batch_size=16", "run.torch_threads=1"]  # fmt: skip
     sets = [x for s in short for x in ("--set", s)]
@@ -228,3 +229,7 @@ def test_minigrid_trains_from_the_cli_with_no_wrapper(tmp_path, capsys):
     online = load_checkpoint(RunDir(run).checkpoint)["learner"]["online"]
     # MinAtar's conv over MiniGrid's 7 x 7 view, then its direction one-hot
     assert online["torso.1.weight"].shape[1] == 16 * 5 * 5 + 4
+    # the trained policy acts on the env's own observations, mission text and all
+    raw, _ = gym.make(env_id).reset(seed=0)
+    assert minigrid is not None and set(raw) == {"image", "direction", "mission"}
+    assert shoal.load_policy(run, trust_code=True).act(raw) in range(7)
