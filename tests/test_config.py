@@ -349,15 +349,19 @@ def test_every_count_key_has_an_upper_bound():
 def test_a_count_above_its_upper_bound_is_one_line(name, cls, f):
     bound = f.metadata.get("le", f.metadata.get("lt"))
     text = f"[{bound + 1}]" if typing.get_type_hints(cls)[f.name] == list[int] else f"{bound + 1}"
-    override = f"{name}.{f.name}={text}"
+    message = _refused(name, cls, f"{name}.{f.name}={text}")
+    assert message.startswith(f"config key '{name}.{f.name}"), message
+    assert "is out of range; allowed: " in message and "\n" not in message
+
+
+def _refused(name: str, cls: type, override: str) -> str:
+    """The one-line message ``override`` is refused with (``[sudoku]`` lives on its own)."""
     with pytest.raises(ConfigError) as e:
         if name == "sudoku":
             load_section(cls, name, overrides=[override])
         else:
             load_config(None, [override])
-    message = str(e.value)
-    assert message.startswith(f"config key '{name}.{f.name}"), message
-    assert "is out of range; allowed: " in message and "\n" not in message
+    return str(e.value)
 
 
 def test_acting_refresh_of_1e12_is_refused():
@@ -384,13 +388,7 @@ def test_a_float_above_its_upper_bound_is_refused(name, cls, f):
     text = (
         f"[{over!r}, {over!r}]" if typing.get_type_hints(cls)[f.name] == list[float] else repr(over)
     )
-    override = f"{name}.{f.name}={text}"
-    with pytest.raises(ConfigError) as e:
-        if name == "sudoku":
-            load_section(cls, name, overrides=[override])
-        else:
-            load_config(None, [override])
-    message = str(e.value)
+    message = _refused(name, cls, f"{name}.{f.name}={text}")
     assert message.startswith(f"config key '{name}.{f.name}"), message
     assert f"{over!r} is out of range; allowed: " in message and "\n" not in message
 

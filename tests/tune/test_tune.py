@@ -68,20 +68,7 @@ def test_a_tiny_study_end_to_end(tmp_path, capfd):
     shoal train takes it. Nothing but shoal's lines reach the terminal (Optuna warned of
     values reported twice at a step, a trial's last evaluation past the grid)."""
     study = tmp_path / "study"
-    code = main(
-        [
-            "tune",
-            "cartpole",
-            *sets(TINY),
-            "--trials",
-            "2",
-            "--eval-episodes",
-            "2",
-            "--study-dir",
-            str(study),
-            "--no-progress",
-        ]
-    )
+    code = _tune_cli(study, TINY)
     out, err = capfd.readouterr()
     assert code == 0, err
     assert "trial 0:" in out and "trial 1:" in out and "best" in out
