@@ -28,6 +28,7 @@ import multiprocessing.context
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -50,19 +51,25 @@ _SET_HERE = "SHOAL_SET_PYTHONSAFEPATH"
 """Marks a ``PYTHONSAFEPATH`` that shoal set for a child's start (the child unsets both)."""
 
 
+_STARTING = threading.RLock()
+"""Held while a child starts with the variable set: two threads starting children at once
+must not unset it under each other."""
+
+
 @contextlib.contextmanager
 def _no_working_directory_on_path() -> Iterator[None]:
     """Python processes started within the block put no working directory on their module
     path (``PYTHONSAFEPATH``; the user's own setting is left as it is)."""
-    if os.environ.get(_SAFE_PATH):
-        yield
-        return
-    os.environ[_SAFE_PATH] = os.environ[_SET_HERE] = "1"
-    try:
-        yield
-    finally:
-        os.environ.pop(_SAFE_PATH, None)
-        os.environ.pop(_SET_HERE, None)
+    with _STARTING:
+        if os.environ.get(_SAFE_PATH):
+            yield
+            return
+        os.environ[_SAFE_PATH] = os.environ[_SET_HERE] = "1"
+        try:
+            yield
+        finally:
+            os.environ.pop(_SAFE_PATH, None)
+            os.environ.pop(_SET_HERE, None)
 
 
 def start_resource_tracker() -> None:
