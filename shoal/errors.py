@@ -76,8 +76,7 @@ class MachineryError(ShoalError):
 
 
 class DivergedError(ShoalError):
-    """Training diverged: the learner's weights hold NaN or inf. Nothing non-finite is
-    checkpointed, so the run's last checkpoint is its last finite state; the CLI exits 1
-    after one line."""
-
-    exit_code = 1
+    """Training diverged: the learner's weights hold NaN or inf (a learning rate too high
+    for the rewards' scale, observations that were not numbers: the config's or the env's
+    doing, so the CLI exits 2 after one line). Nothing non-finite is checkpointed, so the
+    run's last checkpoint is its last finite state."""

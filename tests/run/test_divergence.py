@@ -43,7 +43,7 @@ POISONED = [
 def test_a_diverging_run_stops_with_its_last_finite_checkpoint(tmp_path, capsys):
     run = tmp_path / "run"
     argv = ["train", "--run-dir", str(run), *[x for o in POISONED for x in ("--set", o)]]
-    assert main(argv) == 1
+    assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("shoal: error: training diverged: "), err
     assert "holds NaN or inf" in err[0] and "latest.pt keeps its last finite state" in err[0]
