@@ -150,6 +150,38 @@ def test_argparse_rejects_nonpositive_steps(capsys):
     assert e.value.code == 2
 
 
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["eval", "{run}", "--episodes", "1e12"], "argument --episodes: '1e12' is out of range"),
+        (["tune", "cartpole", "--trials", "1e12"], "argument --trials: '1e12' is out of range"),
+        (["tune", "cartpole", "--eval-episodes", "1e12"], "--eval-episodes: '1e12' is out of"),
+        (["tune", "cartpole", "--hours", "nan"], "argument --hours: expected a finite number"),
+        (["tune", "cartpole", "--parallel", "0"], "argument --parallel: '0' is out of range"),
+        (["sudoku", "train", "--generate", "1e12"], "--generate: '1e12' is out of range"),
+        (["train", "cartpole", "--steps", "1e12"], "'run.total_steps': 1000000000000 is out"),
+    ],
+)
+def test_a_count_past_its_bound_is_one_line_exit_2_and_nothing_is_written(
+    tmp_path, capsys, argv, needle
+):
+    """``shoal eval --episodes 1e12`` ended in a MemoryError; every count a flag takes is
+    bounded, and a bad flag is one ``shoal:`` line like a bad key (argparse's usage
+    lines are left to --help)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text("")
+    before = sorted(tmp_path.rglob("*"))
+    argv = [a.format(run=run) for a in argv]
+    with pytest.raises(SystemExit) as e:
+        code = main([*argv, *(["--out", str(tmp_path / "runs")] if argv[0] == "train" else [])])
+        raise SystemExit(code)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("shoal: error: ") and needle in err[0], err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_malformed_toml(tmp_path, capsys):
     bad = tmp_path / "bad.toml"
     bad.write_text("[dqn]\nlr = = 3\n")
