@@ -128,7 +128,7 @@ def synthetic_sample(fields: dict[str, Any], batch: int, n_actions: int) -> dict
 def shoal_learner(preset: str, device: str, mode: str) -> tuple[Any, Any, Any]:
     """The preset's learner with ``run.compile = mode``, a batch on the device, and the
     host sample it came from."""
-    from shoal.recipes import recipe_for
+    from shoal.registry import recipe_for
 
     cfg, spec = spec_and_config(preset, device, mode)
     recipe = recipe_for(cfg)

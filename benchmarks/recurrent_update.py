@@ -26,7 +26,7 @@ import torch
 
 from shoal.config import load_config
 from shoal.envs import probe_env
-from shoal.recipes import recipe_for
+from shoal.registry import recipe_for
 
 
 class Stepwise:

@@ -137,7 +137,7 @@ class Policy:
         )
 
     def _recurrent_act(self, batch: np.ndarray) -> np.ndarray:
-        from shoal.recipes import recipe_for
+        from shoal.registry import recipe_for
 
         if self.memory is None:
             self.memory = recipe_for(self.config).eval_policy(self.actor, len(batch))
@@ -209,8 +209,8 @@ def _policy(
     import torch
 
     from shoal.agent.networks import load_weights
-    from shoal.recipes import recipe_for
     from shoal.recipes.contract import ActorWeights
+    from shoal.registry import recipe_for
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 

@@ -161,7 +161,8 @@ def resolve_recipe(value: str, env_id: str = "") -> str:
 
 def load_recipe(value: str) -> Any:
     """The recipe class ``run.recipe`` names."""
-    from shoal.run.imports import check_recipe_class, load_object
+    from shoal.recipes.contract import check_recipe_class
+    from shoal.run.imports import load_object
 
     target = RECIPES.get(value, value)
     if not isinstance(target, str):

@@ -1,5 +1,5 @@
-"""The package's layering, read from its import statements: no module circle, the parts
-below the runners import no runner or domain, and the rules written once stay in one
+"""The package's layering, read from its import statements: no module circle, every
+import down the floors (two named arrows excepted), and the rules written once stay in one
 place."""
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ from pathlib import Path
 import shoal
 
 ROOT = Path(shoal.__file__).parent
-LOWER = ("shoal.agent", "shoal.replay", "shoal.sync")
-"""Parts every runner builds on: they import no runner and no domain."""
-UPPER = ("shoal.runners", "shoal.mapf", "shoal.games", "shoal.tabular", "shoal.api", "shoal.cli")
 
 
 def module_name(path: Path) -> str:
@@ -23,27 +20,28 @@ def module_name(path: Path) -> str:
 
 
 def imports(path: Path) -> set[str]:
-    """The shoal modules ``path`` imports, at the top or inside functions (those run too,
-    later); not those under ``if TYPE_CHECKING``, which never run."""
+    """The shoal modules ``path`` imports: at the top, inside functions (those run too,
+    later) and under ``if TYPE_CHECKING`` (a type names the layer it comes from). Importing
+    ``a.b.c`` runs package ``a.b``'s ``__init__`` too, so it counts as importing that."""
     out: set[str] = set()
-    stack: list[ast.AST] = [ast.parse(path.read_text())]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-            stack += node.orelse
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out |= {a.name for a in node.names if a.name.startswith("shoal")}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shoal"):
             out.add(node.module)
             out |= {f"{node.module}.{a.name}" for a in node.names}
-        stack += list(ast.iter_child_nodes(node))
-    return out
+    parts = [name.split(".") for name in out]
+    return {".".join(p[:i]) for p in parts for i in range(2, len(p) + 1)}
 
 
 def graph() -> dict[str, set[str]]:
+    """Module -> the shoal modules it imports, a package's import of its own parts left out
+    (its ``__init__`` gathering them is not an arrow back)."""
     modules = {module_name(p): p for p in ROOT.rglob("*.py")}
-    return {name: {m for m in imports(path) if m in modules} for name, path in modules.items()}
+    return {
+        name: {m for m in imports(path) if m in modules and not m.startswith(f"{name}.")} - {name}
+        for name, path in modules.items()
+    }
 
 
 def test_no_module_circle() -> None:
@@ -53,10 +51,10 @@ def test_no_module_circle() -> None:
     def visit(node: str, path: list[str]) -> None:
         state[node] = 1
         for nxt in sorted(edges[node]):
-            if nxt in path[:-1] or state.get(nxt) == 1:
-                if nxt != node and not node.startswith(nxt + "."):  # a package's own parts
-                    raise AssertionError(f"import circle: {' -> '.join([*path, nxt])}")
-            elif state.get(nxt) is None:
+            if state.get(nxt) == 1:
+                cycle = path[path.index(nxt) :]
+                raise AssertionError(f"import circle: {' -> '.join([*cycle, nxt])}")
+            if state.get(nxt) is None:
                 visit(nxt, [*path, nxt])
         state[node] = 2
 
@@ -65,16 +63,49 @@ def test_no_module_circle() -> None:
             visit(node, [node])
 
 
-def test_lower_layers_import_no_runner_or_domain() -> None:
-    edges = graph()
-    bad = [
-        f"{a} -> {b}"
-        for a, targets in edges.items()
-        if a.startswith(LOWER)
-        for b in targets
-        if b.startswith(UPPER)
-    ]
-    assert bad == []
+FLOORS = (
+    ("shoal.errors",),
+    ("shoal.replay", "shoal.sync"),
+    ("shoal.run",),
+    ("shoal.registry", "shoal.config", "shoal.options"),
+    ("shoal.envs",),
+    ("shoal.agent",),
+    ("shoal.recipes",),
+    ("shoal.runners", "shoal.mapf", "shoal.games", "shoal.tabular"),
+    ("shoal.api", "shoal.policy", "shoal.tune", "shoal.bench", "shoal.cli"),
+)
+"""The packages by floor, lowest first (``docs/ARCHITECTURE.md`` draws them): a module
+imports its own floor and those below."""
+UPWARD = {
+    ("shoal.run", "shoal.registry"): "the run's preflight and consent look names up",
+    ("shoal.registry", "shoal.recipes"): "a class the config names is checked against the "
+    "recipe contract before it is called",
+}
+"""The only arrows allowed up a floor (both lazy: inside the function that needs them)."""
+
+
+def floor_of(module: str) -> tuple[int, str]:
+    for i, packages in enumerate(FLOORS):
+        for package in packages:
+            if module == package or module.startswith(package + "."):
+                return i, package
+    raise AssertionError(f"{module} is on no floor: add its package to FLOORS")
+
+
+def test_imports_run_down_the_floors() -> None:
+    """Every import goes to the module's own floor or one below, but the arrows UPWARD
+    names (and says why)."""
+    up: dict[tuple[str, str], list[str]] = {}
+    for a, targets in graph().items():
+        if a == "shoal":
+            continue
+        fa, pa = floor_of(a)
+        for b in targets:
+            fb, pb = floor_of(b)
+            if fb > fa:
+                up.setdefault((pa, pb), []).append(f"{a} -> {b}")
+    assert set(up) <= set(UPWARD), {k: v for k, v in up.items() if k not in UPWARD}
+    assert set(up) == set(UPWARD), f"no longer needed, drop from UPWARD: {set(UPWARD) - set(up)}"
 
 
 def git_grep(pattern: str) -> list[str]:
@@ -200,8 +231,8 @@ def test_every_recipe_implements_the_contract_with_named_arguments_only() -> Non
     import inspect
 
     from shoal.agent.acting import Acting
-    from shoal.recipes import RECIPES, load_recipe
     from shoal.recipes.contract import Recipe, RecipeTraits
+    from shoal.registry import RECIPES, load_recipe
 
     assert {"dqn", "iqn", "r2d2", "c51", "hybrid", "mapf"} <= set(RECIPES)
     for name in list(RECIPES):

@@ -12,7 +12,7 @@ import pytest
 import shoal
 from shoal.config import load_config, load_run_config
 from shoal.errors import ConfigError
-from shoal.recipes import recipe_for
+from shoal.registry import recipe_for
 from shoal.tune.space import SearchSpace
 
 sys.path.insert(0, str(Path(__file__).parent))  # user_code/

@@ -51,7 +51,7 @@ def _registered(section: str, key: str) -> str:
     """What the registry allows for a key whose values are registered, not fixed."""
     if (section, key) != ("run", "runner"):
         return ""
-    from shoal.runners import runner_names
+    from shoal.registry import runner_names
 
     return f" Registered: {', '.join(runner_names())}."
 

@@ -42,15 +42,8 @@ __all__ = [
 
 
 def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
-    """The config as nested plain dicts (TOML has no null: None values are left out)."""
-    out: dict[str, dict[str, Any]] = {}
-    for name, obj in section_items(cfg):
-        out[name] = {
-            f.name: getattr(obj, f.name)
-            for f in dataclasses.fields(obj)
-            if getattr(obj, f.name) is not None
-        }
-    return out
+    """The config as nested plain dicts (:meth:`Config.to_dict`)."""
+    return cfg.to_dict()
 
 
 def _apply(cfg: Config, data: Mapping[str, Any], source: str) -> None:

@@ -376,7 +376,7 @@ class RunConfig:
 
 def _registered_sections() -> dict[str, Any]:
     """Default sections of the runners and plug-ins in the registry (each owns its own)."""
-    from shoal.runners import config_sections
+    from shoal.registry import config_sections
 
     return {name: cls() for name, cls in config_sections().items()}
 
@@ -408,6 +408,18 @@ class Config:
         core = [(f.name, getattr(self, f.name)) for f in dataclasses.fields(self)]
         return [(n, s) for n, s in core if n != "extra"] + list(self.extra.items())
 
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """The config as nested plain dicts, as a run's ``config.toml`` and checkpoints keep
+        it (TOML has no null: None values are left out)."""
+        return {
+            name: {
+                f.name: getattr(obj, f.name)
+                for f in dataclasses.fields(obj)
+                if getattr(obj, f.name) is not None
+            }
+            for name, obj in section_items(self)
+        }
+
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one.
 
@@ -416,7 +428,7 @@ class Config:
         with it before the user has said they trust the run (:mod:`shoal.run.consent`). A
         section's checks that need the env go in its ``check_env(cfg)``, which the
         runner's preflight calls."""
-        from shoal.runners import runner_names
+        from shoal.registry import runner_names
 
         for name, section in self.sections():
             validate_fields(section, f"{name}.")

@@ -172,7 +172,7 @@ class SelfPlayConfig:
         if not self.enabled:
             return
         from shoal.envs import make_env
-        from shoal.recipes import recipe_for
+        from shoal.registry import recipe_for
 
         if recipe_for(cfg).traits.recurrent:
             raise ConfigError(

@@ -7,27 +7,6 @@ declares; every runner takes the recipe the config names (``run.recipe``) and as
 what the contract declares, so an algorithm is one module plus one line in
 :data:`shoal.registry.RECIPES` (or a :func:`register_recipe` call, with its config
 section), and runs on every runner it allows. Importing this package imports no recipe
-(and no torch): they load on first use.
+(and no torch): they load on first use, by name, from the registry (``recipe_for``,
+``register_recipe`` and the rest are :mod:`shoal.registry`'s).
 """
-
-from __future__ import annotations
-
-from shoal.registry import (
-    BUILTIN_RECIPES,
-    ENV_RECIPES,
-    RECIPES,
-    load_recipe,
-    recipe_for,
-    register_recipe,
-    resolve_recipe,
-)
-
-__all__ = [
-    "BUILTIN_RECIPES",
-    "ENV_RECIPES",
-    "RECIPES",
-    "load_recipe",
-    "recipe_for",
-    "register_recipe",
-    "resolve_recipe",
-]

@@ -14,9 +14,13 @@ What a recipe cannot do it refuses in :meth:`Recipe.check`, by name, on every ru
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from shoal.errors import ConfigError
+from shoal.run.imports import is_builtin, shown
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
     from shoal.config import Config
     from shoal.envs import EnvSpec
 
-__all__ = ["RECIPE_MEMBERS", "ActorWeights", "Recipe", "RecipeTraits"]
+__all__ = ["RECIPE_MEMBERS", "ActorWeights", "Recipe", "RecipeTraits", "check_recipe_class"]
 
 
 @dataclass(frozen=True)
@@ -146,3 +150,30 @@ RECIPE_MEMBERS: tuple[str, ...] = tuple(
     name for name in Recipe.__dict__ if not name.startswith("_") and callable(Recipe.__dict__[name])
 ) + ("traits",)
 """Every member :class:`Recipe` declares (methods and ``traits``)."""
+
+
+def check_recipe_class(obj: Any, path: str) -> None:
+    """One line naming ``run.recipe`` unless ``obj`` (what ``path`` names) is a recipe
+    class (one with every member :class:`Recipe` declares), checked before it is
+    instantiated: the registry asks it for any class a config names."""
+    if not inspect.isclass(obj) or is_builtin(obj, path):
+        what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
+        raise ConfigError(
+            f"config key 'run.recipe': {shown(path)} is {what}, not a recipe class (e.g. a "
+            "subclass of shoal.recipes.dqn.DQNRecipe); it was not called"
+        )
+    missing = [
+        m
+        for m in RECIPE_MEMBERS
+        if not (
+            isinstance(getattr(obj, m, None), RecipeTraits)
+            if m == "traits"
+            else callable(getattr(obj, m, None))
+        )
+    ]
+    if missing:
+        raise ConfigError(
+            f"config key 'run.recipe': class {shown(path)} is not a recipe: it has no "
+            f"{', '.join(missing)} (e.g. subclass shoal.recipes.dqn.DQNRecipe); it was not "
+            "called"
+        )

@@ -88,7 +88,7 @@ def _module_of(kind: str, value: str) -> str:
         module, colon, _ = value.partition(":")
         return module if colon else ""
     if kind == "recipe":
-        from shoal.recipes import BUILTIN_RECIPES
+        from shoal.registry import BUILTIN_RECIPES
 
         if value in BUILTIN_RECIPES:
             return ""

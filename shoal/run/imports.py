@@ -14,7 +14,7 @@ Opening a run someone else made (``shoal eval``, ``--resume``) must run none of 
 unless the user consents (:mod:`shoal.run.consent`): while :func:`refusing_user_code` is in
 force, only shoal's own modules import here, and the working directory is never searched.
 Whatever a name resolves to is checked before it is called (:func:`check_factory`,
-:func:`check_recipe_class`): a path that reaches a builtin (``os:abort``,
+:func:`~shoal.recipes.contract.check_recipe_class`): a path that reaches a builtin (``os:abort``,
 ``builtins:breakpoint``) or another module's object is refused by name.
 """
 
@@ -39,9 +39,9 @@ __all__ = [
     "DriverPath",
     "check_factory",
     "check_path_syntax",
-    "check_recipe_class",
     "import_modules",
     "importable_elsewhere",
+    "is_builtin",
     "load_object",
     "local_name",
     "reading_imports_nothing",
@@ -203,7 +203,7 @@ def load_object(path: str, key: str, what: str = "the") -> Any:
     return obj
 
 
-def _builtin(obj: Any, path: str) -> bool:
+def is_builtin(obj: Any, path: str) -> bool:
     """Whether ``obj`` (what ``path`` names) is Python's or a C extension's own callable
     (``print``, ``os.abort``, ``breakpoint``, ``type``), never a factory or recipe a user
     writes. By its path too: a library may have put its own function in ``builtins``
@@ -223,40 +223,11 @@ def check_factory(obj: Any, path: str, key: str, signature: str) -> None:
             f"config key {key!r}: {shown(path)} is a {type(obj).__name__}, not a callable "
             f"factory{signature}"
         )
-    if _builtin(obj, path):
+    if is_builtin(obj, path):
         raise ConfigError(
             f"config key {key!r}: {shown(path)} is Python's built-in "
             f"{path.rpartition(':')[2].rpartition('.')[2]!r}, not a factory{signature}; "
             "it was not called"
-        )
-
-
-def check_recipe_class(obj: Any, path: str) -> None:
-    """One line naming ``run.recipe`` unless ``obj`` (what ``path`` names) is a recipe
-    class (one with every member :class:`~shoal.recipes.contract.Recipe` declares),
-    checked before it is instantiated."""
-    if not inspect.isclass(obj) or _builtin(obj, path):
-        what = "a class" if inspect.isclass(obj) else f"a {type(obj).__name__}"
-        raise ConfigError(
-            f"config key 'run.recipe': {shown(path)} is {what}, not a recipe class (e.g. a "
-            "subclass of shoal.recipes.dqn.DQNRecipe); it was not called"
-        )
-    from shoal.recipes.contract import RECIPE_MEMBERS, RecipeTraits
-
-    missing = [
-        m
-        for m in RECIPE_MEMBERS
-        if not (
-            isinstance(getattr(obj, m, None), RecipeTraits)
-            if m == "traits"
-            else callable(getattr(obj, m, None))
-        )
-    ]
-    if missing:
-        raise ConfigError(
-            f"config key 'run.recipe': class {shown(path)} is not a recipe: it has no "
-            f"{', '.join(missing)} (e.g. subclass shoal.recipes.dqn.DQNRecipe); it was not "
-            "called"
         )
 
 

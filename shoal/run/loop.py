@@ -257,10 +257,8 @@ class RunLoop:
         return self.eval_share() <= self.cfg.run.eval_max_share
 
     def _state_head(self) -> dict[str, Any]:
-        from shoal.config import config_to_dict
-
         self.c["wall"] = self.wall()
-        return {"config": config_to_dict(self.cfg), "loop": dict(self.c)}
+        return {"config": self.cfg.to_dict(), "loop": dict(self.c)}
 
     def _tick(self, metrics: MetricsWriter, bar: TrainProgress, rates: _Rates) -> None:
         step, runner = self.c["step"], self.runner

@@ -61,7 +61,7 @@ def _check_importable(cls: Any, cfg: Any) -> None:
     """A network or torso handed over in Python that other processes cannot import by its
     name (a factory in ``__main__``) fails now, on a runner that needs them to, with the
     fix."""
-    from shoal.recipes import recipe_for
+    from shoal.registry import recipe_for
     from shoal.run.imports import importable_elsewhere
 
     if not cls.spawns(cfg):
@@ -97,7 +97,7 @@ class Runner:
     def preflight(cls, cfg: Any) -> None:
         """Everything checked before any work starts: a recipe the runner cannot carry, the
         env batch settings the runner or the recipe cannot honour, then :meth:`check`."""
-        from shoal.recipes import recipe_for
+        from shoal.registry import recipe_for
 
         traits = recipe_for(cfg).traits
         if traits.runners is not None and cfg.run.runner not in traits.runners:

@@ -26,7 +26,7 @@ from shoal.agent.update_steps import UpdateSteps
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
-from shoal.recipes import recipe_for
+from shoal.registry import recipe_for
 from shoal.run.runner import Runner
 from shoal.run.schedule import replay_minimum
 

@@ -50,8 +50,8 @@ import torch
 from shoal.agent.acting import ActingRequest, Sent
 from shoal.config import Config
 from shoal.errors import ConfigError, ShoalError
-from shoal.recipes import recipe_for
 from shoal.recipes.contract import ActorWeights
+from shoal.registry import recipe_for
 from shoal.replay.items import concat_items
 from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed

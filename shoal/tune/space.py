@@ -140,7 +140,7 @@ class SearchSpace:
         less its ``keep`` keys and the ``fixed`` ones (set by the user); every bound and
         choice checked as a value of its key. ``exact``: the file's space alone (a study
         resumed from the space it wrote)."""
-        from shoal.recipes import recipe_for
+        from shoal.registry import recipe_for
 
         file = dict(file or {})
         unknown = set(file) - {"space", "keep"}

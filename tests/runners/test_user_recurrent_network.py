@@ -106,7 +106,7 @@ def test_shoal_tune_leaves_the_users_network_as_it_is():
     """A user's network has its own shape: tune searches neither dqn.hidden nor the
     [r2d2] network keys for it (shoal's own recurrent network: both)."""
     from shoal.config import load_config
-    from shoal.recipes import recipe_for
+    from shoal.registry import recipe_for
 
     own = load_config("r2d2")
     users = load_config("r2d2", ["dqn.network='user_code.qnets:gru_q'"])

@@ -28,7 +28,7 @@ from shoal.envs.parallel import (
     probe_parallel_env,
 )
 from shoal.envs.social_metrics import EpisodeMetrics
-from shoal.recipes import recipe_for
+from shoal.registry import recipe_for
 from shoal.replay.items import stack_items
 from shoal.run.seeding import SeedStream, derive_seed
 

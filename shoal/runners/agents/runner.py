@@ -33,7 +33,7 @@ from shoal.agent.stacked import StackedActor, StackedLearner
 from shoal.config import Config
 from shoal.envs.parallel import check_same_agents, make_parallel_env, probe_parallel_env
 from shoal.errors import ConfigError
-from shoal.recipes import recipe_for
+from shoal.registry import recipe_for
 from shoal.replay import StackedReplay
 from shoal.run.runner import Collected, Runner
 from shoal.run.seeding import SeedStream, derive_seed

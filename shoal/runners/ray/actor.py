@@ -22,8 +22,8 @@ import torch
 
 from shoal.agent.acting import ActingRequest
 from shoal.config import Config
-from shoal.recipes import recipe_for
 from shoal.recipes.contract import ActorWeights
+from shoal.registry import recipe_for
 from shoal.run.imports import DriverPath
 from shoal.run.seeding import SeedStream, derive_seed
 
