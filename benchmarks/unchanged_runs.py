@@ -25,20 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-TIMING = frozenset(
-    {
-        "wall_s",
-        "steps_per_s",
-        "updates_per_s",
-        "samples_per_s",
-        "read_wait_ms",
-        "write_wait_ms",
-        "eval_share",
-        "staleness_mean",
-        "staleness_max",
-    }
-)
-"""Columns that measure time, not learning: left out of the comparison."""
+TIMING = frozenset({"eval_share", "staleness_mean", "staleness_max"})
+"""Columns that measure time, not learning, left out of the comparison: these and every
+``*_s``, ``*_per_s`` and ``*_ms`` column (wall seconds, rates, waits)."""
 
 SHORT = ["--set", "run.eval_every=1000", "--set", "run.log_every=500"]
 AGENTS = ["harvest", "--agents", "3", "--steps", "1500", "--set", "agents.max_turns=50"]
@@ -88,10 +77,15 @@ CASES: dict[str, list[str]] = {
 """Each case's ``shoal train`` arguments (seed and run directory are added)."""
 
 
+def timing(column: str) -> bool:
+    """Whether a column measures time (see :data:`TIMING`)."""
+    return column in TIMING or column.endswith(("_s", "_ms"))
+
+
 def rows_of(metrics: Path) -> list[dict[str, str]]:
     """The file's rows without timing columns."""
     with metrics.open(newline="") as f:
-        return [{k: v for k, v in row.items() if k not in TIMING} for row in csv.DictReader(f)]
+        return [{k: v for k, v in row.items() if not timing(k)} for row in csv.DictReader(f)]
 
 
 def run_case(name: str, args: list[str], parent: Path) -> tuple[list[dict[str, str]], float]:
