@@ -49,9 +49,10 @@ import ray
 import torch
 
 import shoal
-from shoal.agent.builder import build_learner, build_network, transition_fields
+from shoal.agent.builder import build_network, transition_fields
 from shoal.config import load_config
 from shoal.envs import make_env, probe_env
+from shoal.recipes.dqn import DQNRecipe
 from shoal.run.directory import RunDir
 from shoal.run.metrics import read_metrics
 from shoal.runners.ray import runner as apex
@@ -113,7 +114,7 @@ def overhead(args: argparse.Namespace) -> tuple[float, float]:
         .remote(cfg, spec, transition_fields(spec))
     )
     server = remote(WeightServer).options(name=f"shoal-weights-{tag}").remote()
-    learner = build_learner(cfg, spec)
+    learner = DQNRecipe().make_learner(cfg, spec)
     store = RayWeightStore(server)
     store.publish(learner.weights(), {"epsilon": 0.05})
     store.flush()

@@ -31,12 +31,12 @@ import torch
 from shoal.agent.builder import (
     build_actor,
     build_epsilon,
-    build_learner,
     build_nstep,
     build_replay,
 )
 from shoal.config import load_config
 from shoal.envs import make_env, probe_env
+from shoal.recipes.dqn import DQNRecipe
 from shoal.runners.processes import ProcessesRunner
 from shoal.sync.weights import SharedWeightStore
 from shoal.sync.workers import SPAWN
@@ -47,7 +47,8 @@ COST = ["env.step_cost_us=200", "env.step_cost_kind=spin", "env.max_episode_step
 def serial_collection(seconds: float) -> float:
     cfg = load_config("cartpole", COST)
     spec = probe_env(cfg.env)
-    learner, replay, nstep = build_learner(cfg, spec), build_replay(cfg, spec), build_nstep(cfg)
+    learner = DQNRecipe().make_learner(cfg, spec)
+    replay, nstep = build_replay(cfg, spec), build_nstep(cfg)
     env, rng, eps = make_env(cfg.env), np.random.default_rng(0), build_epsilon(cfg)
     # The serial runner's actor: the learner's own live weights.
     actor = build_actor(cfg, spec, rng, params=learner.params, network=learner.online)

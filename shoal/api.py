@@ -15,16 +15,18 @@ import functools
 import json
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from shoal.config import Config, config_to_dict, load_config, load_run_config, save_config
+from shoal.config.devices import CUDA_SETTINGS, cuda_refusal, needs_cuda
+from shoal.config.opening import open_run
 from shoal.errors import CheckpointError, ConfigError, RunDirError
 from shoal.run.directory import RunDir
-from shoal.run.imports import local_name, refusing_user_code
+from shoal.run.imports import local_name
 from shoal.run.loop import TrainResult
 from shoal.run.runner import torch_threads
 
@@ -43,8 +45,10 @@ def _run(
     resume: dict[str, Any] | None = None,
     on_eval: Callable[[int, float], bool] | None = None,
     evaluate_untrained: bool = False,
+    probed: Any = None,
 ) -> TrainResult:
-    """Build the configured runner and drive it through :class:`~shoal.run.loop.RunLoop`.
+    """Build the configured runner (with what its preflight ``probed``) and drive it
+    through :class:`~shoal.run.loop.RunLoop`.
 
     ``run`` is an existing run directory (resume; checked by the caller) or a function
     creating a new one: it is called only once the runner is built, the disk is checked,
@@ -60,7 +64,7 @@ def _run(
 
     sweep_dead_segments()
     with preemption_signals(), contextlib.ExitStack() as held:
-        runner = build_runner(runner_for(cfg), cfg)
+        runner = build_runner(runner_for(cfg), cfg, probed)
         loop = None
         fresh = not isinstance(run, RunDir)
         try:
@@ -95,11 +99,12 @@ def _run(
                 runner.close()
 
 
-def build_runner(cls: Any, cfg: Config) -> Any:
-    """Runner class ``cls`` built on ``cfg`` (what training and ``shoal bench`` both run),
-    or a one-line error when its parts do not fit in memory."""
+def build_runner(cls: Any, cfg: Config, probed: Any = None) -> Any:
+    """Runner class ``cls`` built on ``cfg`` (what training and ``shoal bench`` both run)
+    with what its preflight probed of the env (None: it probes itself), or a one-line
+    error when its parts do not fit in memory."""
     try:
-        return cls(cfg)
+        return cls(cfg) if probed is None else cls(cfg, probed)
     except MemoryError:
         raise ConfigError(
             "the run's parts do not fit in memory (config key 'replay.capacity' is "
@@ -164,11 +169,11 @@ def train(
         cfg = load_config(None, overrides, values=config_to_dict(config))
     else:
         cfg = load_config(config, overrides)
-    runner_for(cfg).preflight(cfg)
+    probed = runner_for(cfg).preflight(cfg)
     check_device(cfg)
     name = cfg.run.name or cfg.env.id.replace("/", "_").replace(":", "_")
     create = functools.partial(RunDir.create, cfg.run.out, name, run_dir)
-    return _run(cfg, create, on_eval=on_eval, evaluate_untrained=evaluate_untrained)
+    return _run(cfg, create, on_eval=on_eval, evaluate_untrained=evaluate_untrained, probed=probed)
 
 
 def _resume(
@@ -181,27 +186,24 @@ def _resume(
     """Continue the run in ``resume`` from its latest checkpoint (its config, with
     ``overrides`` on top), after every check that would fail it; this process holds the
     run's lock from before it reads the run's state to the end."""
-    run = RunDir.open(resume)
-    with run.lock():
-        cfg, state = _resume_checks(run, overrides, trust_code)
-        with refusing_user_code(f"run '{run.path}'", refuse=not trust_code):
-            return _run(cfg, run, resume=state, on_eval=on_eval)
+    from shoal.config import parse_override
+
+    given = frozenset(".".join(parse_override(o)[:2]) for o in overrides)
+    with open_run(resume, trust_code=trust_code, given=given, lock=True) as (run, saved):
+        cfg, state, probed = _resume_checks(run, saved, overrides, given)
+        return _run(cfg, run, resume=state, on_eval=on_eval, probed=probed)
 
 
 def _resume_checks(
-    run: RunDir, overrides: Sequence[str], trust_code: bool
-) -> tuple[Config, dict[str, Any]]:
-    """The resumed run's config and checkpoint, once every check has passed: the user's
-    consent to the code it names, the same runner and env, a local Ray unless an address
-    is given again, room for a checkpoint, a checkpoint to continue."""
-    from shoal.config import parse_override
+    run: RunDir, saved: Config, overrides: Sequence[str], given: frozenset[str]
+) -> tuple[Config, dict[str, Any], Any]:
+    """The resumed run's config, checkpoint and what the preflight probed, once every check
+    has passed (consent to its code was asked when it was opened): the same runner and env,
+    a local Ray unless an address is given again, room for a checkpoint, a checkpoint to
+    continue."""
     from shoal.run.checkpoint import load_checkpoint
-    from shoal.run.consent import check_consent
     from shoal.runners import runner_for
 
-    saved = load_run_config(run.config)
-    given = frozenset(".".join(parse_override(o)[:2]) for o in overrides)
-    check_consent(saved, f"run '{run.path}'", trust_code=trust_code, user_keys=given)
     cfg = load_run_config(run.config, overrides)
     if cfg.run.runner != saved.run.runner:
         raise ConfigError(
@@ -217,7 +219,7 @@ def _resume_checks(
 
     local_unless_given(cfg, "run", given=given)  # never dial the cluster a received run names
     on_this_machine(cfg, f"run '{run.path}'", given)
-    runner_for(cfg).preflight(cfg)
+    probed = runner_for(cfg).preflight(cfg)
     check_device(cfg)
     # Room for a checkpoint the size of the last one, before loading it.
     run.check_writable(run.checkpoint.stat().st_size if run.checkpoint.is_file() else 0)
@@ -229,37 +231,24 @@ def _resume_checks(
         )
     state = load_checkpoint(run.checkpoint)
     _check_unfinished(cfg, state, run)
-    return cfg, state
-
-
-_CUDA_KEYS = (
-    ("run.device", "auto"),
-    ("run.compile", "auto"),
-    ("run.acting_device", "auto"),
-)
-"""Keys that may name CUDA (a device, or ``graph``: a captured CUDA update) -> the value a
-run made on a GPU takes on a machine without one."""
-
-
-def _needs_cuda(value: str) -> bool:
-    return value.startswith("cuda") or value == "graph"
+    return cfg, state, probed
 
 
 def on_this_machine(cfg: Config, where: str, given: frozenset[str] = frozenset()) -> None:
     """A saved run made on a GPU opens on a machine without one: each key of
-    :data:`_CUDA_KEYS` that names CUDA and that the user did not give again (``given``)
-    takes its CPU value, said in one line. A key the user gave is left for
-    :func:`check_device` to refuse."""
+    :data:`~shoal.config.devices.CUDA_SETTINGS` that names CUDA and that the user did not
+    give again (``given``) takes ``'auto'`` (the CPU here), said in one line. A key the
+    user gave is left for :func:`check_device` to refuse."""
     import torch
 
     if torch.cuda.is_available():
         return
     moved = []
-    for key, instead in _CUDA_KEYS:
+    for key in CUDA_SETTINGS:
         section, name = key.split(".")
         value = getattr(getattr(cfg, section), name)
-        if key not in given and _needs_cuda(value):
-            setattr(getattr(cfg, section), name, instead)
+        if key not in given and needs_cuda(key, value):
+            setattr(getattr(cfg, section), name, "auto")  # each key's CPU choice
             moved.append(f"{key} = {value!r}")
     if moved:
         print(
@@ -274,18 +263,12 @@ def check_device(cfg: Config) -> None:
     (before any work)."""
     import torch
 
-    if torch.cuda.is_available():
-        return
-    for key, value, instead in (
-        ("run.device", cfg.run.device, "'auto' or 'cpu'"),
-        ("run.compile", cfg.run.compile, "'auto', 'off' or 'compile'"),
-        ("run.acting_device", cfg.run.acting_device, "'auto', 'learner' or 'cpu'"),
-    ):
-        if _needs_cuda(value):
-            raise ConfigError(
-                f"config key {key!r}: {value!r}, but this machine has no CUDA device "
-                f"(torch.cuda.is_available() is False); use {instead}"
-            )
+    here = torch.cuda.is_available()
+    for key in CUDA_SETTINGS:
+        section, name = key.split(".")
+        refusal = cuda_refusal(key, getattr(getattr(cfg, section), name), cuda_here=here)
+        if refusal:
+            raise ConfigError(refusal)
 
 
 def _check_unfinished(cfg: Config, state: dict[str, Any], run: RunDir) -> None:
@@ -349,28 +332,26 @@ def train_dqn(
     return train(config, overrides=[*values, *overrides], run_dir=run_dir)
 
 
+@contextlib.contextmanager
 def open_run_checkpoint(
     run_dir: str | Path, episodes: int, checkpoint: str, *, trust_code: bool = False
-) -> tuple[Config, dict[str, Any], Path]:
+) -> Iterator[tuple[Config, dict[str, Any], Path]]:
     """A finished or stopped run's config, its ``best`` or ``latest`` checkpoint and that
-    checkpoint's path (``episodes``, what the caller will play, is checked first). Its
-    config is read as data: one line if it names code of its own, unless ``trust_code``
-    (:mod:`shoal.run.consent`)."""
+    checkpoint's path (``episodes``, what the caller will play, is checked first), for the
+    block's length: the run is open as :func:`~shoal.config.opening.open_run` opens it (one
+    line if its config names code of its own, unless ``trust_code``)."""
     from shoal.run.checkpoint import load_checkpoint
-    from shoal.run.consent import check_consent
 
     if episodes <= 0:
         raise ConfigError(f"episodes: {episodes} is out of range; allowed: > 0")
     if checkpoint not in CHECKPOINTS:
         raise ConfigError(f"checkpoint: {checkpoint!r} is not one of 'best', 'latest'")
-    run = RunDir.open(run_dir)
-    cfg = load_run_config(run.config)
-    check_consent(cfg, f"run '{run.path}'", trust_code=trust_code)
-    on_this_machine(cfg, f"run '{run.path}'")
-    path = run.best if checkpoint == "best" else run.checkpoint
-    if checkpoint == "best" and not path.is_file():
-        path = run.checkpoint  # a run stopped before its first evaluation has only latest
-    return cfg, load_checkpoint(path, best=path == run.best), path
+    with open_run(run_dir, trust_code=trust_code) as (run, cfg):
+        on_this_machine(cfg, f"run '{run.path}'")
+        path = run.best if checkpoint == "best" else run.checkpoint
+        if checkpoint == "best" and not path.is_file():
+            path = run.checkpoint  # a run stopped before its first evaluation has only latest
+        yield cfg, load_checkpoint(path, best=path == run.best), path
 
 
 def _multi_agent(cfg: Config) -> bool:
@@ -395,14 +376,11 @@ def evaluate_run(
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
 
-    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code)
-    seed = cfg.run.seed + 1 if seed is None else seed
-    with (
-        refusing_user_code(f"run '{run_dir}'", refuse=not trust_code),
-        checkpoint_fits(path, "the run's config"),
-        torch_threads(cfg.run.torch_threads),
-    ):
-        return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
+    with open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code) as opened:
+        cfg, state, path = opened
+        seed = cfg.run.seed + 1 if seed is None else seed
+        with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
+            return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
 
 
 def play_run(
@@ -423,19 +401,16 @@ def play_run(
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners.agents.epochs import play_checkpoint
 
-    cfg, state, path = open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code)
-    if not _multi_agent(cfg):
-        raise ConfigError(
-            f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
-            "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
-        )
-    base = cfg.run.seed + 1 if seed is None else seed
-    with (
-        refusing_user_code(f"run '{run_dir}'", refuse=not trust_code),
-        checkpoint_fits(path, "the run's config"),
-        torch_threads(cfg.run.torch_threads),
-    ):
-        return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
+    with open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code) as opened:
+        cfg, state, path = opened
+        if not _multi_agent(cfg):
+            raise ConfigError(
+                f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
+                "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
+            )
+        base = cfg.run.seed + 1 if seed is None else seed
+        with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
+            return play_checkpoint(cfg, state["learner"], episodes, base, epsilon=epsilon)
 
 
 def plot(run_dir: str | Path) -> Path:

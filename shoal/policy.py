@@ -165,12 +165,10 @@ def load_policy(
     opens only with ``trust_code=True``, and that code must import here, as for ``shoal
     eval`` (:mod:`shoal.run.consent`)."""
     from shoal.api import open_run_checkpoint
-    from shoal.run.imports import refusing_user_code
 
     _check_device(device)
-    cfg, state, path = open_run_checkpoint(run_dir, 1, checkpoint, trust_code=trust_code)
-    with refusing_user_code(f"run '{run_dir}'", refuse=not trust_code):
-        return _policy(run_dir, cfg, state, path, device)
+    with open_run_checkpoint(run_dir, 1, checkpoint, trust_code=trust_code) as opened:
+        return _policy(run_dir, *opened, device)
 
 
 def _check_device(device: Any) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from shoal.agent.networks import Params, apply_network
+from shoal.config.devices import cuda_refusal
 from shoal.errors import ConfigError
 
 __all__ = ["ActingCopy", "pick_acting_device"]
@@ -81,11 +82,9 @@ def pick_acting_device(
     """Where serial acting runs (``run.acting_device = asked``) beside a learner on
     ``learner_device``: 'learner' (its live weights), 'cpu' or 'cuda' (a copy), and a few
     words on why. 'auto' beside a GPU times ``network`` on ``obs`` both ways."""
-    if asked == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(
-            "config key 'run.acting_device': 'cuda' acts on a CUDA copy of the weights, and "
-            "torch sees no CUDA device here; use 'auto', 'learner' or 'cpu'"
-        )
+    refusal = cuda_refusal("run.acting_device", asked, cuda_here=torch.cuda.is_available())
+    if refusal:
+        raise ConfigError(refusal)
     if asked != "auto":
         return asked, f"run.acting_device = {asked!r}"
     if learner_device.type != "cuda":

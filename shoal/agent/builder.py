@@ -11,7 +11,7 @@ from torch import nn
 
 from shoal.agent.actor import Actor, WeightSource
 from shoal.agent.augment import Augment
-from shoal.agent.learner import DQN, Learner
+from shoal.agent.learner import Learner
 from shoal.agent.network_factory import build_user_network
 from shoal.agent.networks import Params, QNetwork, network_args
 from shoal.agent.schedules import LinearSchedule
@@ -25,7 +25,6 @@ __all__ = [
     "build_actor",
     "build_augment",
     "build_epsilon",
-    "build_learner",
     "build_network",
     "build_nstep",
     "build_q_network",
@@ -33,15 +32,6 @@ __all__ = [
     "shoal_network_args",
     "transition_fields",
 ]
-
-
-def build_learner(cfg: Config, spec: EnvSpec, *, seed: bool = True) -> Learner:
-    """The double-DQN learner, its weights initialised from the run seed (``seed=False``:
-    from torch's generator as the caller left it)."""
-    if seed:
-        torch.manual_seed(cfg.run.seed)
-    network = build_q_network(cfg, spec)
-    return DQN(spec.obs_dim, spec.n_actions, cfg.dqn, device=cfg.run.device, network=network)
 
 
 def build_augment(cfg: Config, spec: EnvSpec, learner: Learner) -> Augment | None:

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import torch
 
 from shoal.config import COMPILE_MODES
+from shoal.config.devices import cuda_refusal
 from shoal.errors import ConfigError
 
 __all__ = [
@@ -55,13 +56,12 @@ def resolve_compile(mode: str, device: torch.device) -> tuple[str, str]:
     if mode not in COMPILE_MODES:
         allowed = ", ".join(repr(m) for m in COMPILE_MODES)
         raise ConfigError(f"config key 'run.compile': {mode!r} is not one of {allowed}")
-    if mode == "graph" and device.type != "cuda":
-        raise ConfigError(
-            "config key 'run.compile': 'graph' captures the update as a CUDA graph, and the "
-            f"learner's device is {device.type!r}"
-            + ("" if torch.cuda.is_available() else " (torch sees no CUDA device here)")
-            + "; use 'auto', 'off' or 'compile'"
-        )
+    here = torch.cuda.is_available()
+    refusal = cuda_refusal(
+        "run.compile", mode, learner=device.type, named="the learner's device", cuda_here=here
+    )
+    if refusal:
+        raise ConfigError(refusal)
     if mode == "auto":
         # On 2 CPU cores torch.compile measured 0.84-1.08x eager (benchmarks/RESULTS.md),
         # and costs 10-20 s of compiling: not worth picking for anyone.

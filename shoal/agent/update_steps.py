@@ -144,21 +144,27 @@ class UpdateSteps:
         torch._foreach_lerp_(list(self.target_params.values()), self._param_list, tau)
 
     # --- how updates run --------------------------------------------------------------------
-    def set_compile(self, mode: str, **graph_options: Any) -> str:
+    def set_compile(self, mode: str) -> str:
         """Run :meth:`update` as ``run.compile = mode`` says (see
         :func:`~shoal.agent.capture.resolve_compile`); returns the words the run's first
-        line shows. Fallbacks to eager are added to :attr:`notes` as they happen.
-        ``graph_options`` (stand-ins for CUDA's graph, from tests on a CPU) force 'graph'."""
-        if graph_options:
-            resolved, why = "graph", "a stand-in recording"
-        else:
-            resolved, why = resolve_compile(mode, self.device)
+        line shows. Fallbacks to eager are added to :attr:`notes` as they happen."""
+        resolved, why = resolve_compile(mode, self.device)
+        graphed = GraphedUpdate(self, measure=mode == "auto") if resolved == "graph" else None
+        return self._run_updates(resolved, why, graphed)
+
+    def capture_with(self, capture: Any) -> str:
+        """Run :meth:`update` as a graph recorded by ``capture`` instead of CUDA's (what
+        :class:`~shoal.agent.capture.GraphedUpdate` takes): a recording that replays on a
+        CPU is how the captured update's checks are tested without a GPU."""
+        graphed = GraphedUpdate(self, capture=capture, measure=False)
+        return self._run_updates("graph", "a stand-in recording", graphed)
+
+    def _run_updates(self, resolved: str, why: str, graphed: GraphedUpdate | None) -> str:
         self.compile_mode = resolved
         self._loss_fn, self._run_update = self._eager_loss, self.update_body
         if resolved == "compile":
             self._loss_fn = compile_loss(self._loss_fn, self.notes)
-        elif resolved == "graph":
-            graphed = GraphedUpdate(self, **{"measure": mode == "auto", **graph_options})
+        elif graphed is not None:
             self.notes.extend(graphed.notes)
             graphed.notes = self.notes
             self._run_update = graphed

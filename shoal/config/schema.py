@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from shoal.config.devices import cuda_refusal
 from shoal.config.values import INT64_MAX, show, validate_fields
 from shoal.errors import ConfigError
 from shoal.run.imports import LOCAL_OBJECTS, check_path_syntax
@@ -450,16 +451,11 @@ class Config:
                 f"config key 'dqn.board': {show(self.dqn.board)} must be "
                 "[height, width, channels] or empty"
             )
-        if self.run.compile == "graph" and self.run.device == "cpu":
-            raise ConfigError(
-                "config key 'run.compile': 'graph' captures the update as a CUDA graph, and "
-                "run.device is 'cpu'; use 'auto', 'off' or 'compile'"
-            )
-        if self.run.acting_device == "cuda" and self.run.device == "cpu":
-            raise ConfigError(
-                "config key 'run.acting_device': 'cuda' acts on a CUDA copy of the weights, "
-                "and run.device is 'cpu'; use 'auto', 'learner' or 'cpu'"
-            )
+        r = self.run
+        for key, value in (("run.compile", r.compile), ("run.acting_device", r.acting_device)):
+            refusal = cuda_refusal(key, value, learner=r.device)
+            if refusal:
+                raise ConfigError(refusal)
         if self.explore.eps_end > self.explore.eps_start:
             raise ConfigError(
                 f"config key 'explore.eps_end': {self.explore.eps_end} is larger than "

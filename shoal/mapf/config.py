@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from shoal.config import MAX_COUNT, MAX_STEPS, param
 from shoal.errors import ConfigError
 
-__all__ = ["MAPF_ID", "MapfConfig"]
+__all__ = ["MAPF_ID", "MapfConfig", "mapf_of"]
 
 MAPF_ID = "shoal/Mapf-v0"
 """``env.id`` of multi-agent path finding (:class:`~shoal.envs.mapf.MapfEnv`)."""
@@ -118,3 +118,11 @@ class MapfConfig:
                 raise ConfigError(
                     f"config key '{key}': {value!r} is not allowed; it must be {allowed}"
                 )
+
+
+def mapf_of(cfg: Any) -> MapfConfig:
+    """The config's ``[mapf]`` section, typed (the registry keeps plug-in sections in
+    ``cfg.extra``, which a type checker cannot see into)."""
+    section = cfg.extra["mapf"]
+    assert isinstance(section, MapfConfig)
+    return section

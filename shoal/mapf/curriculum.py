@@ -15,16 +15,26 @@ uniformly among all open ones (0, the default: DHC's uniform draws).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from shoal.mapf.config import MapfConfig
 
-__all__ = ["Curriculum", "Stage"]
+__all__ = ["Curriculum", "Stage", "draw_stage"]
 
 Stage = tuple[int, int]
 """(agents, map side)."""
+
+
+def draw_stage(
+    stages: Sequence[Stage], weights: Sequence[float], rng: np.random.Generator
+) -> Stage:
+    """A stage for the next episode: ``stages`` drawn with ``weights``, as a
+    :class:`Curriculum` gives them (:meth:`Curriculum.weights`); the player draws them
+    wherever it runs, from the pair it was sent."""
+    return stages[int(rng.choice(len(stages), p=weights))]
 
 
 class Curriculum:
@@ -45,10 +55,6 @@ class Curriculum:
         """Open stages, in the order they opened."""
         self.promoted: set[Stage] = set()
         self._recent: dict[Stage, deque[bool]] = {}
-
-    def draw(self, rng: np.random.Generator) -> Stage:
-        """A stage for the next episode, drawn with :meth:`weights`."""
-        return self.stages[int(rng.choice(len(self.stages), p=self.weights()))]
 
     def weights(self) -> list[float]:
         """Each open stage's share of the next episodes (aligned with :attr:`stages`):

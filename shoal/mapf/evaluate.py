@@ -52,6 +52,7 @@ from shoal.errors import ConfigError, RunDirError
 from shoal.mapf import policy as mapf_policy
 from shoal.mapf.animation import check_animation_path, save_animation
 from shoal.mapf.baselines import ShortestPathPolicy, lacam_policy, pibt_policy
+from shoal.mapf.config import mapf_of
 from shoal.mapf.guide import GuidedPolicy
 from shoal.mapf.lacam import LacamShield
 from shoal.mapf.options import MapfEvalOptions, check_generation
@@ -608,7 +609,7 @@ def _shield_of(opts: MapfEvalOptions) -> str | None:
     config = RunDir(Path(run_dir)).config
     if not config.is_file():  # nor is a run without a config
         return opts.shield
-    shield = load_run_config(config).extra["mapf"].shield
+    shield = mapf_of(load_run_config(config)).shield
     return None if shield == "none" else shield
 
 

@@ -26,8 +26,8 @@ from shoal.agent.networks import Params, recurrent_q
 from shoal.agent.sequence_loss import SequenceBatch, SequenceDQN, SequenceDQNLoss
 from shoal.config import Config
 from shoal.envs.mapf import MapfEnv
-from shoal.mapf.config import MapfConfig
-from shoal.mapf.curriculum import Stage
+from shoal.mapf.config import MapfConfig, mapf_of
+from shoal.mapf.curriculum import Stage, draw_stage
 from shoal.mapf.guide import guided_scores
 from shoal.mapf.network import CommQNetwork, JointLayout
 from shoal.mapf.pibt import PibtMover
@@ -66,7 +66,7 @@ def build_learner(cfg: Config) -> SequenceDQN:
     """The learner of a MAPF run: the sequence learner on the ``[mapf]`` network."""
     r = cfg.r2d2
     return SequenceDQN(
-        build_network(cfg.extra["mapf"]),
+        build_network(mapf_of(cfg)),
         cfg.dqn,
         burn_in=r.burn_in,
         eta=r.eta,
@@ -90,7 +90,7 @@ def sequence_writer(r: R2D2Config) -> SequenceWriter:
 
 def sequence_specs(cfg: Config) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Replay field specs of MAPF sequence items (packed joint observations as bytes)."""
-    m = cfg.extra["mapf"]
+    m = mapf_of(cfg)
     layout = JointLayout(m.max_agents, m.fov)
     n = m.max_agents
     return sequence_writer(cfg.r2d2).specs(
@@ -155,7 +155,7 @@ class MapfPlayer:
         seeds: Sequence[int],
         rng: np.random.Generator,
     ) -> None:
-        self.cfg, self.m = cfg, cfg.extra["mapf"]
+        self.cfg, self.m = cfg, mapf_of(cfg)
         self.network = network
         self.layout = network.layout
         self.seeds = tuple(seeds)
@@ -175,7 +175,7 @@ class MapfPlayer:
 
     def _reset(self, w: int, world: _World) -> None:
         stages, weights = self._draws
-        stage = stages[int(self.rng.choice(len(stages), p=weights))]
+        stage = draw_stage(stages, weights, self.rng)
         if world.stage != stage:
             world.env, world.stage = make_world(self.m, stage), stage
         assert world.env is not None

@@ -13,6 +13,7 @@ from shoal.agent.actor import Actor
 from shoal.agent.networks import Params
 from shoal.envs.mapf import ACTIONS, MapfEnv
 from shoal.errors import ConfigError
+from shoal.mapf.config import mapf_of
 from shoal.mapf.network import CommQNetwork
 
 __all__ = ["MapfPolicy", "NetworkPolicy", "RandomMoves", "Unstick", "load_policy", "perturbed"]
@@ -204,15 +205,9 @@ def load_policy(
     evaluation), or its latest with ``checkpoint="latest"``; ``comm=False`` masks all
     communication off. A run whose config names code of its own opens only with
     ``trust_code`` (:mod:`shoal.run.consent`)."""
-    from shoal.config import load_run_config
-    from shoal.run.consent import check_consent
-    from shoal.run.directory import RunDir
-    from shoal.run.imports import refusing_user_code
+    from shoal.config.opening import open_run
 
-    run = RunDir.open(run_dir)
-    cfg = load_run_config(run.config)
-    check_consent(cfg, f"run '{run.path}'", trust_code=trust_code)
-    with refusing_user_code(f"run '{run.path}'", refuse=not trust_code):
+    with open_run(run_dir, trust_code=trust_code) as (run, cfg):
         return _network_policy(run, cfg, comm, checkpoint)
 
 
@@ -231,12 +226,12 @@ def _network_policy(run: Any, cfg: Any, comm: bool, checkpoint: str) -> MapfPoli
     if not path.is_file():
         raise ConfigError(f"run '{run.path}': no checkpoint yet")
     state = load_checkpoint(path, best=path == run.best)
-    network = build_network(cfg.extra["mapf"], comm=comm).requires_grad_(False)
+    network = build_network(mapf_of(cfg), comm=comm).requires_grad_(False)
     with checkpoint_fits(path, "the run's MAPF network"):
         weights = state["learner"]["online"]
         params = {k: v.float() for k, v in weights.items()}
         network.load_state_dict(params)  # checks the shapes now, not at the first move
-    m = cfg.extra["mapf"]
+    m = mapf_of(cfg)
     rules = {"fov": m.fov, "k_comm": m.k_comm}
     name = "shoal" if comm else "no-comm"
     return NetworkPolicy(network, params, name=name, env_rules=rules, shield_guide=m.shield_guide)

@@ -34,7 +34,7 @@ from shoal.config import Config
 from shoal.envs.gym_env import EnvSpec
 from shoal.envs.mapf import ACTIONS, MapfEnv
 from shoal.errors import ConfigError
-from shoal.mapf.config import MAPF_ID
+from shoal.mapf.config import MAPF_ID, mapf_of
 from shoal.mapf.curriculum import Curriculum
 from shoal.mapf.network import JointLayout
 from shoal.mapf.player import (
@@ -112,7 +112,7 @@ class MapfRecipe(ActionValueRecipe):
         """The packed joint observation's bytes and the five moves."""
         if cfg.env.id != MAPF_ID:
             raise ConfigError(f"config key 'env.id': the mapf recipe needs {MAPF_ID!r}")
-        m = cfg.extra["mapf"]
+        m = mapf_of(cfg)
         return EnvSpec(obs_dim=JointLayout(m.max_agents, m.fov).size, n_actions=len(ACTIONS))
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> Learner:
@@ -121,7 +121,7 @@ class MapfRecipe(ActionValueRecipe):
 
     def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
         """An inference-only copy of the ``[mapf]`` network."""
-        return build_network(cfg.extra["mapf"]).requires_grad_(False)
+        return build_network(mapf_of(cfg)).requires_grad_(False)
 
     def replay_fields(self, cfg: Config, spec: EnvSpec) -> dict[str, Any]:
         """Sequences of packed joint observations, with stored recurrent states."""
@@ -161,7 +161,7 @@ class MapfActing(Pulling):
     (explore, pull, configure, step, take, flush, state)."""
 
     def __init__(self, cfg: Config, actor: Actor, request: ActingRequest) -> None:
-        self.m = cfg.extra["mapf"]
+        self.m = mapf_of(cfg)
         self.actor = actor
         self.player = MapfPlayer(cfg, actor.network, seeds=request.seeds, rng=request.rng)
         place = request.place
@@ -277,7 +277,7 @@ class CurriculumTasks:
     """Where a checkpoint keeps its state."""
 
     def __init__(self, cfg: Config) -> None:
-        self.curriculum = Curriculum(cfg.extra["mapf"])
+        self.curriculum = Curriculum(mapf_of(cfg))
 
     def acting_args(self) -> tuple[Any, ...]:
         """The stages open now and their shares."""
@@ -335,7 +335,7 @@ class HeldOutEvaluator:
 
     def evaluate(self, actor: Actor, seed: int) -> np.ndarray:
         """One success (0 or 1) per instance, every target's."""
-        m, r = self.cfg.extra["mapf"], self.cfg.run
+        m, r = mapf_of(self.cfg), self.cfg.run
         if self._worlds is None:
             self._worlds = []
             for agents, size in zip(m.eval_agents, m.eval_sizes):

@@ -14,8 +14,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from shoal.agent.builder import build_learner, build_network, build_q_network
+from shoal.agent.builder import build_network, build_q_network
 from shoal.agent.learner import Learner
+from shoal.agent.losses import DQNLoss
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.recipes.base import ActionValueRecipe, value_search_space
@@ -39,9 +40,14 @@ class DQNRecipe(ActionValueRecipe):
                 build_q_network(cfg, spec)
 
     def make_learner(self, cfg: Config, spec: EnvSpec) -> Learner:
-        """The double-DQN learner, weights drawn from torch's generator (the caller seeds
-        it)."""
-        return build_learner(cfg, spec, seed=False)
+        """The double-DQN learner: the Q-network (shoal's or ``dqn.network``'s) and its
+        n-step Huber loss, weights drawn from torch's generator (the runner seeds it)."""
+        network = build_q_network(cfg, spec)
+        d = cfg.dqn
+        loss = DQNLoss(
+            network, double=d.double, huber_delta=d.huber_delta, action_mask=d.action_mask
+        )
+        return Learner(network, loss, d, device=cfg.run.device)
 
     def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
         """An inference-only network of the learner's shape (actors that pull weights)."""

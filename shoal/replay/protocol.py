@@ -1,6 +1,8 @@
 """The one interface every replay in shoal offers, whatever its storage, sampler or sharing.
 
-Learners and runners talk to replay only through these seven methods, so the plain
+Learners and runners talk to replay only through these six methods (``add`` and
+``add_many`` are :class:`~shoal.replay.buffer.ReplayBuffer`'s conveniences for one item and
+for a list of them; no runner calls them), so the plain
 :class:`~shoal.replay.buffer.ReplayBuffer`, the thread-safe
 :class:`~shoal.sync.locked_replay.LockedReplay` and a future Ray proxy are interchangeable
 (TorchRL's "the Ray buffer is a thin proxy over the ordinary buffer").
@@ -18,7 +20,8 @@ __all__ = ["Replay"]
 
 @runtime_checkable
 class Replay(Protocol):
-    """What a replay offers: add items (optionally with priorities), sample, reprioritize, save.
+    """What a replay offers: add a batch of items (optionally with priorities), sample,
+    reprioritize, save.
 
     ``isinstance(obj, Replay)`` checks only that the methods exist (that is all a
     ``runtime_checkable`` protocol can check); the semantics below are the contract.
@@ -35,17 +38,14 @@ class Replay(Protocol):
         """Number of items held."""
         ...
 
-    def add(self, item: Mapping[str, Any], /, priority: float | None = None) -> int:
-        """Store one item, with an optional initial ``|td_error|``; return its index."""
-        ...
-
-    def add_many(
+    def add_batch(
         self,
-        items: Sequence[Mapping[str, Any]],
+        batch: Mapping[str, np.ndarray],
         /,
         priorities: Sequence[float] | np.ndarray | None = None,
-    ) -> None:
-        """Store several items in order, with optional initial ``|td_error|`` values."""
+    ) -> Any:
+        """Store items given as one array per field (leading dimension: the items), in
+        order, with optional initial ``|td_error|`` values."""
         ...
 
     def sample(self, batch_size: int) -> dict[str, np.ndarray]:

@@ -94,9 +94,10 @@ class Runner:
     whose worlds batch their own way, over agents or maps, does not)."""
 
     @classmethod
-    def preflight(cls, cfg: Any) -> None:
+    def preflight(cls, cfg: Any) -> Any:
         """Everything checked before any work starts: a recipe the runner cannot carry, the
-        env batch settings the runner or the recipe cannot honour, then :meth:`check`."""
+        env batch settings the runner or the recipe cannot honour, then :meth:`check`;
+        gives what :meth:`check` probed, for the caller to build the runner with."""
         from shoal.registry import recipe_for
 
         traits = recipe_for(cfg).traits
@@ -117,12 +118,13 @@ class Runner:
                 f"config key 'env.frame_stack': the {cfg.run.runner!r} runner on {cfg.env.id!r}"
                 " makes its own worlds, which stack no frames; leave env.frame_stack = 1"
             )
-        cls.check(cfg)
+        probed = cls.check(cfg)
         for _, section in cfg.sections():  # a plug-in's checks that need the env
             check_env = getattr(section, "check_env", None)
             if callable(check_env):
                 check_env(cfg)
         _check_importable(cls, cfg)
+        return probed
 
     @classmethod
     def spawns(cls, cfg: Any) -> bool:
@@ -131,8 +133,10 @@ class Runner:
         return False
 
     @classmethod
-    def check(cls, cfg: Any) -> None:
-        """Validate what the config alone cannot (the env) before any work starts."""
+    def check(cls, cfg: Any) -> Any:
+        """Validate what the config alone cannot (the env) before any work starts; what it
+        learnt of the env (None: nothing), which the runner is built with (``cls(cfg,
+        probed)``) so the env is made once."""
 
     @classmethod
     def evaluate_checkpoint(

@@ -5,9 +5,11 @@ Every part comes from the config's recipe (:mod:`shoal.recipes`): the runner mov
 experience and schedules learning, and never asks what kind of agent it trains. A domain
 with its own parts (MAPF: sequences, a curriculum, held-out instances) is a recipe, not a
 runner subclass. Runners ask the recipe only what :class:`~shoal.recipes.contract.Recipe`
-declares, through :attr:`DQNRunner.recipe` (or :func:`~shoal.recipes.recipe_for` before
-one is built); :meth:`DQNRunner.make_replay` stays a hook for a runner with no replay in
-the driver (ray).
+declares, through :attr:`DQNRunner.recipe`; only :meth:`DQNRunner.check` (before a runner
+is built) and :meth:`DQNRunner.evaluate_checkpoint` (none is built) look the recipe up
+themselves. :meth:`DQNRunner.make_replay` stays a hook for a runner with no replay in the
+driver (ray), :meth:`DQNRunner.compile_mode` for one whose updates cannot be captured
+(threads).
 """
 
 from __future__ import annotations
@@ -39,37 +41,38 @@ class DQNRunner(Runner):
 
     # --- hooks that build the parts ---------------------------------------------------------
     @classmethod
-    def check(cls, cfg: Config) -> None:
-        """The recipe's checks of the env and its parts, before any work."""
+    def check(cls, cfg: Config) -> EnvSpec:
+        """The recipe's checks of the env and its parts, before any work; the env's spec it
+        probed, which the runner is then built with (the env is made once)."""
         recipe = recipe_for(cfg)
-        recipe.check(cfg, recipe.probe(cfg))
+        spec = recipe.probe(cfg)
+        recipe.check(cfg, spec)
+        return spec
 
-    @classmethod
-    def make_learner(cls, cfg: Config, spec: EnvSpec) -> Learner:
-        """The recipe's learner, its weights initialised from the run seed, its updates run
-        as ``run.compile`` says."""
+    def make_learner(self) -> Learner:
+        """The recipe's learner, its weights initialised from the run seed (the one place
+        they are seeded), its updates run as ``run.compile`` says."""
+        cfg = self.cfg
         torch.manual_seed(cfg.run.seed)
-        learner = recipe_for(cfg).make_learner(cfg, spec)
+        learner = self.recipe.make_learner(cfg, self.spec)
         if not isinstance(learner, UpdateSteps):  # the runners call update(), not step()
             raise ConfigError(
                 f"config key 'run.recipe': {cfg.run.recipe!r} makes a learner of type "
                 f"{type(learner).__name__}, not a shoal.agent.learner.Learner; build it as "
                 "Learner(network, loss, cfg.dqn) (or a subclass) with your own loss"
             )
-        learner.augment = build_augment(cfg, spec, learner)
-        learner.set_compile(cls.compile_mode(cfg))
+        learner.augment = build_augment(cfg, self.spec, learner)
+        learner.set_compile(self.compile_mode())
         return learner
 
-    @classmethod
-    def compile_mode(cls, cfg: Config) -> str:
+    def compile_mode(self) -> str:
         """How this runner's learner runs its updates (``run.compile``)."""
-        return cfg.run.compile
+        return self.cfg.run.compile
 
-    @classmethod
-    def make_replay(cls, cfg: Config, spec: EnvSpec) -> Any:
+    def make_replay(self) -> Any:
         """The driver's replay buffer of the recipe's items (None where replay lives
         elsewhere)."""
-        return build_replay(cfg, spec, recipe_for(cfg).replay_fields(cfg, spec))
+        return build_replay(self.cfg, self.spec, self.recipe.replay_fields(self.cfg, self.spec))
 
     @classmethod
     def evaluate_checkpoint(
@@ -78,13 +81,14 @@ class DQNRunner(Runner):
         """Greedy returns of the checkpoint's weights, as the recipe plays them."""
         return recipe_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, run_dir)
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, spec: EnvSpec | None = None) -> None:
         super().__init__(cfg)
         self.recipe = recipe_for(cfg)
         """The agent's recipe: what its parts are (the runner only moves them)."""
-        self.spec = self.recipe.probe(cfg)
-        self.learner = self.make_learner(cfg, self.spec)
-        self.replay: Any = self.make_replay(cfg, self.spec)
+        self.spec = self.recipe.probe(cfg) if spec is None else spec
+        """The env's spec: :meth:`check`'s, handed on by the caller that ran it."""
+        self.learner = self.make_learner()
+        self.replay: Any = self.make_replay()
         _check_memory(cfg, self._replay_bytes())
         self.update_line = self.learner.update_line
         self.priorities = LatePriorities.for_device(self._set_priorities, self.learner.device)
@@ -113,12 +117,15 @@ class DQNRunner(Runner):
             prioritized = priorities is not None and self.cfg.replay.prioritized
             self.replay.add_batch(items, priorities if prioritized else None)
 
+    def replay_need(self) -> int:
+        """Items replay holds before it serves an update: the recipe's minimum (one item:
+        none before, n-step windows still open at learning_starts < n_step; R2D2, MAPF: a
+        batch of sequences), whichever runner holds the replay."""
+        return replay_minimum(self.recipe.traits.serves_after, self.cfg.dqn.batch_size)
+
     def replay_ready(self) -> bool:
-        """Whether replay holds the recipe's minimum for an update: none before (n-step
-        windows still open at learning_starts < n_step; R2D2, MAPF: a batch of
-        sequences)."""
-        need = replay_minimum(self.recipe.traits.serves_after, self.cfg.dqn.batch_size)
-        return len(self.replay) >= need
+        """Whether replay holds :meth:`replay_need` items."""
+        return len(self.replay) >= self.replay_need()
 
     def learn_steps(self, steps: int) -> Any:
         """``steps`` gradient steps on replay samples, with priority updates; returns the

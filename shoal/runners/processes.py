@@ -49,6 +49,7 @@ import torch
 
 from shoal.agent.acting import ActingRequest, Sent
 from shoal.config import Config
+from shoal.envs import EnvSpec
 from shoal.errors import ConfigError, ShoalError
 from shoal.recipes.contract import ActorWeights
 from shoal.registry import recipe_for
@@ -259,7 +260,7 @@ class ProcessesRunner(DQNRunner):
         return True
 
     @classmethod
-    def check(cls, cfg: Config) -> None:
+    def check(cls, cfg: Config) -> EnvSpec:
         """The DQN runners' checks, and an engine a worker can run: ``async`` starts a
         process per env, which a worker (a daemon process, so it never outlives the run)
         may not have."""
@@ -269,10 +270,10 @@ class ProcessesRunner(DQNRunner):
                 "worker (itself a process) cannot start; use 'sync' (more workers for more "
                 "cores) or 'envpool'"
             )
-        super().check(cfg)
+        return super().check(cfg)
 
-    def __init__(self, cfg: Config) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: Config, spec: EnvSpec | None = None) -> None:
+        super().__init__(cfg, spec)
         p = cfg.processes
         if p.learner_threads:
             torch.set_num_threads(p.learner_threads)

@@ -22,6 +22,7 @@ from shoal.agent.acting import ActingRequest
 from shoal.agent.acting_copy import ActingCopy, pick_acting_device
 from shoal.agent.actor import Actor
 from shoal.config import Config
+from shoal.envs import EnvSpec
 from shoal.recipes.contract import ActorWeights
 from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
@@ -44,8 +45,8 @@ class SerialRunner(DQNRunner):
     acting_copy: ActingCopy | None = None
     """The actor's copy of the weights, where it acts on one (``run.acting_device``)."""
 
-    def __init__(self, cfg: Config) -> None:
-        super().__init__(cfg)
+    def __init__(self, cfg: Config, spec: EnvSpec | None = None) -> None:
+        super().__init__(cfg, spec)
         self.rng = np.random.default_rng(derive_seed(cfg.run.seed, SeedStream.ACTION))
         self.actor = self.make_actor()
         request = ActingRequest(

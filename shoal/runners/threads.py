@@ -37,6 +37,7 @@ import torch
 
 from shoal.agent.actor import Actor
 from shoal.config import Config
+from shoal.envs import EnvSpec
 from shoal.errors import ConfigError
 from shoal.recipes.contract import ActorWeights
 from shoal.run.runner import Collected
@@ -65,10 +66,10 @@ class ThreadsRunner(SerialRunner):
 
     section = ("threads", ThreadsConfig)
 
-    @classmethod
-    def compile_mode(cls, cfg: Config) -> str:
+    def compile_mode(self) -> str:
         """Eager: the learner threads compute gradients side by side on one network and
         apply them one at a time, which no single captured update does."""
+        cfg = self.cfg
         if cfg.run.compile in ("compile", "graph"):
             raise ConfigError(
                 f"config key 'run.compile': {cfg.run.compile!r} captures one whole update, "
@@ -78,11 +79,11 @@ class ThreadsRunner(SerialRunner):
             )
         return "off"
 
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, spec: EnvSpec | None = None) -> None:
         t = cfg.threads
         self.lock = RWLock(timeout=t.lock_timeout, name="dqn-weights")
         self.store = LocalWeightStore()
-        super().__init__(cfg)
+        super().__init__(cfg, spec)
         self.replay = LockedReplay(self.replay)
         self.rounds = RoundThreads(
             self._learner_update,

@@ -15,10 +15,6 @@ cheap and one that hangs a training run overnight is not:
 * a thread that asks for the lock while already holding it (either side) gets a
   :class:`LockReentryError` immediately instead of a deadlock;
 * releasing a side the calling thread does not hold raises ``RuntimeError``.
-
-:class:`NullRWLock` has the same interface and does nothing: the serial runner passes it
-where the threaded runner passes an :class:`RWLock`, so the code that uses the lock is the
-same in both.
 """
 
 from __future__ import annotations
@@ -32,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from time import perf_counter
 
-__all__ = ["LockReentryError", "LockSideStats", "NullRWLock", "RWLock", "RWLockStats"]
+__all__ = ["LockReentryError", "LockSideStats", "RWLock", "RWLockStats"]
 
 
 class LockReentryError(RuntimeError):
@@ -451,72 +447,3 @@ class RWLock:
             f"thread {_thread_names([me])[0]} released the {side} lock of rwlock {self.name!r} "
             f"but does not hold it (it holds {holds})"
         )
-
-
-class NullRWLock:
-    """An :class:`RWLock` look-alike that does nothing, for serial runs with one thread.
-
-    Every acquisition succeeds at once, releases never complain, and :meth:`stats` stays at
-    zero, so code written against :class:`RWLock` runs unchanged and at no cost.
-
-    Example:
-        >>> lock = NullRWLock()
-        >>> with lock.write():
-        ...     lock.writer_active
-        False
-        >>> lock.stats().write.acquisitions
-        0
-    """
-
-    def __init__(self, *, timeout: float | None = None, name: str = "null-rwlock") -> None:
-        self.name = name
-        self.timeout = timeout
-
-    def acquire_read(self, timeout: float | None | _Default = _DEFAULT) -> None:
-        """Do nothing."""
-
-    def release_read(self) -> None:
-        """Do nothing."""
-
-    def acquire_write(self, timeout: float | None | _Default = _DEFAULT) -> None:
-        """Do nothing."""
-
-    def release_write(self) -> None:
-        """Do nothing."""
-
-    def read(
-        self, timeout: float | None | _Default = _DEFAULT
-    ) -> contextlib.AbstractContextManager[None]:
-        """A context manager that does nothing."""
-        return contextlib.nullcontext()
-
-    def write(
-        self, timeout: float | None | _Default = _DEFAULT
-    ) -> contextlib.AbstractContextManager[None]:
-        """A context manager that does nothing."""
-        return contextlib.nullcontext()
-
-    @property
-    def readers(self) -> int:
-        """Always 0."""
-        return 0
-
-    @property
-    def writer_active(self) -> bool:
-        """Always False."""
-        return False
-
-    @property
-    def writers_waiting(self) -> int:
-        """Always 0."""
-        return 0
-
-    def stats(self) -> RWLockStats:
-        """All zeros."""
-        return RWLockStats()
-
-    def reset_stats(self) -> None:
-        """Do nothing."""
-
-    def __repr__(self) -> str:
-        return f"<NullRWLock {self.name!r}>"

@@ -72,7 +72,7 @@ def learner_and_samples(name: str):
         while not (step >= 300 and runner.replay_ready()):
             step += runner.collect(step).steps
         samples = [runner.replay.sample(16) for _ in range(UPDATES)]
-        return (lambda: runner.make_learner(cfg, runner.spec)), samples
+        return runner.make_learner, samples
     finally:
         runner.stop()
         runner.close()
@@ -124,7 +124,7 @@ def test_every_recipe_learns_the_same_compiled_and_graphed_as_eager(name):
 
     graphed = make()
     stand_in = StandInGraph()
-    graphed.set_compile("graph", capture=stand_in)
+    graphed.capture_with(stand_in)
     assert_same_state(run_updates(graphed, samples), eager, atol=1e-6, rtol=1e-5)
     assert stand_in.recorded == 1 and stand_in.replays == UPDATES - 3  # 3 eager warm-ups
     assert graphed.notes == []
@@ -153,7 +153,7 @@ def test_the_stacked_agents_update_graphed_and_compiled_is_the_eager_one():
 
     eager = run(copy.deepcopy(stacked))
     graphed = copy.deepcopy(stacked)
-    graphed.set_compile("graph", capture=StandInGraph())
+    graphed.capture_with(StandInGraph())
     assert_same_state(run(graphed), eager, atol=1e-6, rtol=1e-5)
     compiled = copy.deepcopy(stacked)
     compiled.set_compile("compile")
@@ -192,7 +192,7 @@ def test_a_stale_capture_falls_back_to_eager_with_a_line_and_the_same_result():
     learner, batches = dqn_and_batches()
     eager = copy.deepcopy(learner)
     want = [eager.step(b).td_errors for b in batches]
-    learner.set_compile("graph", capture=stale)
+    learner.capture_with(stale)
     got = [learner.step(b).td_errors for b in batches]
     for g, w in zip(got, want):
         np.testing.assert_allclose(g, w, rtol=1e-6)
@@ -209,7 +209,7 @@ def test_a_capture_that_raises_falls_back_to_eager_with_a_line():
     eager = copy.deepcopy(learner)
     for b in batches:
         eager.step(b)
-    learner.set_compile("graph", capture=refuses)
+    learner.capture_with(refuses)
     for b in batches:
         learner.step(b)
     assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=0, rtol=0)
@@ -226,7 +226,7 @@ def test_a_batch_of_another_shape_runs_eagerly_beside_the_capture():
     for b in [*batches, short]:
         eager.step(b)
     stand_in = StandInGraph()
-    learner.set_compile("graph", capture=stand_in)
+    learner.capture_with(stand_in)
     for b in [*batches, short]:
         learner.step(b)
     assert stand_in.replays == 6 - 3 and learner.notes == []

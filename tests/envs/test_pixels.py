@@ -98,14 +98,15 @@ def test_the_cli_rejects_an_encoder_the_frames_cannot_take(tmp_path, capsys):
 
 
 def test_replay_keeps_frames_as_bytes_and_the_learner_takes_them():
-    from shoal.agent.builder import build_learner, build_replay, transition_fields
+    from shoal.agent.builder import build_replay, transition_fields
     from shoal.agent.losses import Batch
     from shoal.config import load_config
+    from shoal.recipes.dqn import DQNRecipe
 
     cfg = load_config("minatar-breakout", overrides=["replay.capacity=64", "dqn.batch_size=8"])
     spec = probe_env(cfg.env)
     assert transition_fields(spec)["obs"] == ((400,), np.uint8)
-    replay, learner = build_replay(cfg, spec), build_learner(cfg, spec)
+    replay, learner = build_replay(cfg, spec), DQNRecipe().make_learner(cfg, spec)
     rng = np.random.default_rng(0)
     frames = rng.integers(0, 2, (16, 400), dtype=np.uint8)
     replay.add_batch(

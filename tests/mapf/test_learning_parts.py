@@ -13,7 +13,7 @@ from shoal.agent.sequence_loss import SequenceBatch, SequenceDQNLoss, nstep_targ
 from shoal.config import load_config
 from shoal.envs.mapf import REWARD_COLLISION, MapfEnv
 from shoal.mapf.config import MapfConfig
-from shoal.mapf.curriculum import Curriculum
+from shoal.mapf.curriculum import Curriculum, draw_stage
 from shoal.mapf.network import CommQNetwork, JointLayout
 from shoal.mapf.player import (
     MapfPlayer,
@@ -316,7 +316,7 @@ def test_curriculum_opens_stages_after_enough_successes_and_keeps_them():
     assert restored.stages == cur.stages and restored.promoted == cur.promoted
     assert restored.success((1, 10)) == cur.success((1, 10)) == 1.0
     rng = np.random.default_rng(0)
-    assert {cur.draw(rng) for _ in range(200)} == set(cur.stages)
+    assert {draw_stage(cur.stages, cur.weights(), rng) for _ in range(200)} == set(cur.stages)
 
 
 def test_curriculum_draws_the_stages_still_to_master_more_often():
@@ -328,7 +328,7 @@ def test_curriculum_draws_the_stages_still_to_master_more_often():
     # (1, 10) promoted; (2, 10) and (1, 15) open: half the draws uniform, half on those two
     np.testing.assert_allclose(cur.weights(), [1 / 6, 1 / 6 + 1 / 4, 1 / 6 + 1 / 4])
     rng = np.random.default_rng(0)
-    drawn = [cur.draw(rng) for _ in range(3000)]
+    drawn = [draw_stage(cur.stages, cur.weights(), rng) for _ in range(3000)]
     assert abs(drawn.count((1, 10)) / 3000 - 1 / 6) < 0.03
     uniform = Curriculum(
         MapfConfig(agents=1, size=10, max_agents=2, max_size=15, promote_episodes=2)

@@ -11,8 +11,7 @@ from shoal.replay import Replay, ReplayBuffer, SequenceWriter
 
 METHODS = {
     "__len__",
-    "add",
-    "add_many",
+    "add_batch",
     "sample",
     "update_priorities",
     "state_dict",
@@ -25,9 +24,7 @@ def test_protocol_has_exactly_the_replay_methods():
     assert public == METHODS - {"__len__"} and "__len__" in vars(Replay)
     for name in METHODS:
         assert getattr(Replay, name).__doc__, name
-    params = inspect.signature(Replay.add).parameters
-    assert params["priority"].default is None
-    assert inspect.signature(Replay.add_many).parameters["priorities"].default is None
+    assert inspect.signature(Replay.add_batch).parameters["priorities"].default is None
 
 
 @pytest.mark.parametrize(
@@ -49,11 +46,8 @@ class MissingPriorities:
     def __len__(self) -> int:
         return 0
 
-    def add(self, item, priority=None):
+    def add_batch(self, batch, priorities=None):
         return 0
-
-    def add_many(self, items, priorities=None):
-        pass
 
     def sample(self, batch_size):
         return {}

@@ -97,9 +97,10 @@ def test_a_lost_replay_actor_stops_the_run_with_a_checkpoint_beside_the_last_goo
 
 
 def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_session):
-    from shoal.agent.builder import build_learner, transition_fields
+    from shoal.agent.builder import transition_fields
     from shoal.config import load_config
     from shoal.envs import probe_env
+    from shoal.recipes.dqn import DQNRecipe
     from shoal.sync.ray_weights import RayWeightStore
     from shoal.sync.weight_server import WeightServer
 
@@ -111,7 +112,7 @@ def test_only_whole_episodes_reach_replay_and_a_killed_actor_adds_nothing(ray_se
     replay = replay.remote(cfg, spec, transition_fields(spec))
     server = remote(num_cpus=0)(WeightServer).options(name=f"shoal-weights-{tag}").remote()
     store = RayWeightStore(server)
-    store.publish(build_learner(cfg, spec).weights(), {"epsilon": 1.0})
+    store.publish(DQNRecipe().make_learner(cfg, spec).weights(), {"epsilon": 1.0})
     store.flush()
     actor = remote(num_cpus=0)(apex.RolloutActor).remote(cfg, 0, 1, tag, 1)
     assert cfg.run.recipe == "dqn"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import shoal
-from shoal.agent.learner import DQN, Batch
+from shoal.agent.learner import DQN, Batch, Learner
 from shoal.config import DQNConfig
 from shoal.replay import ReplayBuffer
 from shoal.run.checkpoint import load_checkpoint
@@ -183,7 +183,7 @@ def test_grad_accumulation_and_prioritized_replay_run(tmp_path, tiny):
 
 def test_learner_error_surfaces_after_final_checkpoint(tmp_path, tiny, monkeypatch):
     calls = {"n": 0}
-    original = DQN.apply
+    original = Learner.apply
 
     def failing(self, grads):
         calls["n"] += 1
@@ -194,7 +194,7 @@ def test_learner_error_surfaces_after_final_checkpoint(tmp_path, tiny, monkeypat
             raise ValueError("boom in a learner")
         return original(self, grads)
 
-    monkeypatch.setattr(DQN, "apply", failing)
+    monkeypatch.setattr(Learner, "apply", failing)
     with pytest.raises(LearnerThreadError, match="boom in a learner") as e:
         shoal.train(
             "cartpole",

@@ -6,7 +6,6 @@ deadlock fails the test instead of hanging the suite.
 
 from __future__ import annotations
 
-import inspect
 import random
 import threading
 import time
@@ -15,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shoal.sync.rwlock import LockReentryError, LockSideStats, NullRWLock, RWLock, RWLockStats
+from shoal.sync.rwlock import LockReentryError, LockSideStats, RWLock, RWLockStats
 
 JOIN_S = 5.0  # generous bound on any helper thread; only reached if something is broken
 
@@ -573,47 +572,3 @@ def test_stress_random_operations_keep_the_invariants():
         f"max read wait {s.read.max_wait * 1e3:.1f} ms; peak readers {active['peak_readers']}"
     )
     assert s.write.max_wait < 1.0
-
-
-# -- NullRWLock --------------------------------------------------------------------------
-
-
-def public_api(cls):
-    return {
-        name: inspect.signature(obj) if callable(obj) else "property"
-        for name, obj in vars(cls).items()
-        if not name.startswith("_")
-    }
-
-
-@pytest.mark.timeout(10)
-def test_null_lock_has_the_same_interface():
-    real, null = public_api(RWLock), public_api(NullRWLock)
-    assert set(real) == set(null)
-    for name, sig in real.items():
-        if sig != "property":
-            assert list(sig.parameters) == list(null[name].parameters), name
-    assert list(inspect.signature(RWLock).parameters) == list(
-        inspect.signature(NullRWLock).parameters
-    )
-
-
-@pytest.mark.timeout(10)
-def test_null_lock_does_nothing():
-    lock = NullRWLock(timeout=0.01, name="serial")
-    # Nested, re-entrant, unbalanced: all fine, because there is only one thread.
-    with lock.write(timeout=0):
-        with lock.read():
-            with lock.write(timeout=None):
-                assert lock.readers == 0 and not lock.writer_active
-    lock.acquire_read()
-    lock.acquire_read()
-    lock.acquire_write()
-    lock.release_write()
-    lock.release_write()
-    lock.release_read()
-    assert lock.writers_waiting == 0
-    lock.reset_stats()
-    assert lock.stats() == RWLockStats()
-    assert lock.stats().as_dict()["write_acquisitions"] == 0
-    assert "serial" in repr(lock)

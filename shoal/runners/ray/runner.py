@@ -105,26 +105,26 @@ class RayRunner(DQNRunner):
         return True
 
     @classmethod
-    def check(cls, cfg: Config) -> None:
+    def check(cls, cfg: Config) -> EnvSpec:
         """Ray importable, the recipe's checks, and a Ray cluster answering at any address
         given (:func:`~shoal.runners.ray.address.preflight`), a node address of this machine
         for a local one (unless this process has joined a Ray already)."""
         ray = _ray()
-        super().check(cfg)
+        spec = super().check(cfg)
         given = cluster_address(cfg)
         if given and not ray.is_initialized():
             preflight(*given)
         elif not ray.is_initialized():
             check_node_address(cfg.ray.node_ip_address)
+        return spec
 
-    @classmethod
-    def make_replay(cls, cfg: Config, spec: EnvSpec) -> None:
+    def make_replay(self) -> None:
         """None: replay lives in the replay actor (the recipe's ``replay_fields`` say what it
         holds)."""
         return None
 
-    def __init__(self, cfg: Config) -> None:  # noqa: D107 - the base builds the learner
-        super().__init__(cfg)
+    def __init__(self, cfg: Config, spec: EnvSpec | None = None) -> None:  # noqa: D107
+        super().__init__(cfg, spec)  # the base builds the learner
         self.ray = _ray()
         self.started_ray = False
         self.replay_actor: Any = None
@@ -367,10 +367,10 @@ class RayRunner(DQNRunner):
         return {name: np.array(a) for name, a in batch.items()}
 
     def _replay_ready(self, wait: bool = False) -> bool:
-        """Whether replay holds a batch. Sends are asynchronous: replay may hold fewer
-        items than the actors reported sending; ``wait`` waits (up to ``ray.timeout``) for
-        those sends when they make a batch."""
-        need = self.cfg.dqn.batch_size
+        """Whether replay holds :meth:`replay_need` items. Sends are asynchronous: replay
+        may hold fewer items than the actors reported sending; ``wait`` waits (up to
+        ``ray.timeout``) for those sends when they make enough."""
+        need = self.replay_need()
         if self.replay_size < need:
             self.replay_size = self._from_replay(self.replay_actor.size.remote())
         deadline = time.monotonic() + self.cfg.ray.timeout
