@@ -135,6 +135,12 @@ class Runner:
         """Validate what the config alone cannot (the env) before any work starts."""
 
     @classmethod
+    def compile_mode(cls, cfg: Any) -> str:
+        """How this runner's learners run their updates (``run.compile``; a runner whose
+        learners cannot capture one whole update says otherwise)."""
+        return cfg.run.compile
+
+    @classmethod
     def evaluate_checkpoint(
         cls, cfg: Any, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
     ) -> np.ndarray:

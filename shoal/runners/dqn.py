@@ -61,11 +61,6 @@ class DQNRunner(Runner):
         return learner
 
     @classmethod
-    def compile_mode(cls, cfg: Config) -> str:
-        """How this runner's learner runs its updates (``run.compile``)."""
-        return cfg.run.compile
-
-    @classmethod
     def make_replay(cls, cfg: Config, spec: EnvSpec) -> Any:
         """The driver's replay buffer of the recipe's items (None where replay lives
         elsewhere)."""

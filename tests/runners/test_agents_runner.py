@@ -107,7 +107,7 @@ def test_a_killed_collector_process_is_replaced_and_the_run_completes(
 
     def collect(self, step):
         if self.epochs == 3 and not killed:  # it is playing epoch 3 now
-            killed.append(self._collector.worker.proc.pid)
+            killed.append(self.learning.collector.worker.proc.pid)
             os.kill(killed[0], signal.SIGKILL)
         return original(self, step)
 
