@@ -259,6 +259,16 @@ class StackedActor:
         self._noise_shapes = noise_shapes(dict(network.named_parameters()))
         """Its noisy layers: acting draws each agent's own noise at every turn."""
 
+    def rng_states(self) -> list[dict[str, Any]]:
+        """The agents' exploration generators' states (a checkpoint keeps them; a collector
+        process acts on from them)."""
+        return [g.bit_generator.state for g in self.rngs]
+
+    def set_rng_states(self, states: Sequence[dict[str, Any]]) -> None:
+        """Explore on from :meth:`rng_states`."""
+        for g, state in zip(self.rngs, states):
+            g.bit_generator.state = state
+
     def greedy(self, obs: np.ndarray, noisy: bool = False) -> np.ndarray:
         """Each agent's greedy action for its own observation; ``obs`` is ``(K, obs_dim)``;
         ``noisy``: under fresh noise, agent k's from ``rngs[k]`` (acting)."""

@@ -61,7 +61,7 @@ def measure_world_parts(
             samples.append(acted.timings() | learning)
         weights, message, add = _transport(runner)
         device = runner.learners[0].device
-        nbytes = sum(t.numel() * t.element_size() for t in runner.weights().values())
+        nbytes = sum(t.numel() * t.element_size() for t in runner.layout.weights().values())
     transport = (weights / 2, weights / 2, add, message, nbytes)
     timed = median_timings(samples)
     parts = make_parts(cfg, timed, gpu=gpu_name(device), num_envs=1, transport=transport)
@@ -96,7 +96,7 @@ def _transport(runner: Any) -> tuple[float, float, float]:
     """What the collector process moves: seconds to pickle and unpickle the K agents'
     weights (once an epoch), and per turn an epoch's transitions (its message) and adding
     them to the buffers."""
-    weights = {k: v.cpu() for k, v in runner.weights().items()}
+    weights = {k: v.cpu() for k, v in runner.layout.weights().items()}
     move = median_seconds(lambda: pickle.loads(pickle.dumps(weights, pickle.HIGHEST_PROTOCOL)), 5)
     result = runner.player.play(0.1, 0, store=True)
     kept = [t for t in result.transitions if t is not None]

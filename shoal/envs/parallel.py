@@ -25,6 +25,7 @@ __all__ = [
     "MultiAgentSpec",
     "StepResult",
     "check_same_agents",
+    "check_world",
     "joint_actions",
     "make_parallel_env",
     "probe_parallel_env",
@@ -163,6 +164,20 @@ def check_same_agents(env: Any, env_id: str, agents: tuple[str, ...]) -> None:
             f"env.id {env_id!r}: the agent list changed at reset "
             f"({list(agents)} -> {list(env.possible_agents)})"
         )
+
+
+def check_world(env: Any, num_agents: int) -> MultiAgentSpec:
+    """Make the world ``env`` names once (one-turn episodes), read its spaces and check
+    that a reset keeps its agents; a one-line EnvError otherwise. Closed after."""
+    env_id = env if isinstance(env, str) else env.id
+    world = make_parallel_env(env, num_agents=num_agents, max_turns=1)
+    try:
+        spec = probe_parallel_env(world, env_id)
+        world.reset(seed=0)
+        check_same_agents(world, env_id, spec.agents)
+    finally:
+        world.close()
+    return spec
 
 
 def joint_actions(

@@ -138,6 +138,11 @@ class Runner:
         learnt of the env (None: nothing), which the runner is built with (``cls(cfg,
         probed)``) so the env is made once."""
 
+    def compile_mode(self) -> str:
+        """How this runner's learners run their updates (``run.compile``; a runner whose
+        learners cannot capture one whole update says otherwise)."""
+        return self.cfg.run.compile
+
     @classmethod
     def evaluate_checkpoint(
         cls, cfg: Any, state: dict[str, Any], episodes: int, seed: int, run_dir: Path

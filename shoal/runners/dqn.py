@@ -8,8 +8,8 @@ runner subclass. Runners ask the recipe only what :class:`~shoal.recipes.contrac
 declares, through :attr:`DQNRunner.recipe`; only :meth:`DQNRunner.check` (before a runner
 is built) and :meth:`DQNRunner.evaluate_checkpoint` (none is built) look the recipe up
 themselves. :meth:`DQNRunner.make_replay` stays a hook for a runner with no replay in the
-driver (ray), :meth:`DQNRunner.compile_mode` for one whose updates cannot be captured
-(threads).
+driver (ray); :meth:`~shoal.run.runner.Runner.compile_mode` is one for a runner whose
+updates cannot be captured (threads).
 """
 
 from __future__ import annotations
@@ -64,10 +64,6 @@ class DQNRunner(Runner):
         learner.augment = build_augment(cfg, self.spec, learner)
         learner.set_compile(self.compile_mode())
         return learner
-
-    def compile_mode(self) -> str:
-        """How this runner's learner runs its updates (``run.compile``)."""
-        return self.cfg.run.compile
 
     def make_replay(self) -> Any:
         """The driver's replay buffer of the recipe's items (None where replay lives

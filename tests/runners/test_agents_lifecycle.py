@@ -389,7 +389,7 @@ def test_rounds_pending_at_a_checkpoint_are_taken_after_the_resume(tmp_path, tin
     runner.start()
     try:
         with runner.checkpoint_guard():
-            runner._thread.schedule(3)  # no round can start while paused
+            runner.learning.rounds.schedule(3)  # no round can start while paused
             state = runner.state_dict()
             runner.stop()
     finally:
@@ -398,5 +398,5 @@ def test_rounds_pending_at_a_checkpoint_are_taken_after_the_resume(tmp_path, tin
     assert state["pending_rounds"] == 3
     resumed = AgentsRunner(cfg)
     resumed.load_state_dict({**state, "loop": {"step": 0}})
-    assert resumed._thread.pending == 3
+    assert resumed.learning.pending == 3
     resumed.close()

@@ -107,7 +107,7 @@ def test_a_killed_collector_process_is_replaced_and_the_run_completes(
 
     def collect(self, step):
         if self.epochs == 3 and not killed:  # it is playing epoch 3 now
-            killed.append(self._collector.worker.proc.pid)
+            killed.append(self.learning.collector.worker.proc.pid)
             os.kill(killed[0], signal.SIGKILL)
         return original(self, step)
 
@@ -234,3 +234,54 @@ def test_an_evaluation_plays_twenty_returns_worth_of_episodes_unless_told(
     finally:
         runner.stop()
         runner.close()
+
+
+# --- the runner as components ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("training", ["true", "false"])
+def test_a_player_of_initial_weights_acts_on_the_runners_initial_agents(harvest, training):
+    """The K initial weights are drawn by one rule (``drawn_per_agent``): a player built
+    without weights (the collector's, ``shoal.play_run`` of an untrained run) acts on
+    exactly the runner's agents, in either learner layout."""
+    from shoal.config import load_config
+    from shoal.envs.parallel import make_parallel_env
+    from shoal.runners.agents.epochs import build_player
+
+    cfg = load_config(None, harvest(agents__parallel_training=training))
+    runner = AgentsRunner(cfg)
+    env = make_parallel_env(cfg.env, num_agents=3, max_turns=60)
+    try:
+        drawn = build_player(cfg, env).actor.params
+        own = runner.layout.weights()
+        assert drawn.keys() == own.keys()
+        assert all(torch.equal(drawn[n], own[n]) for n in own)
+    finally:
+        env.close()
+        runner.close()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "kind"),
+    [
+        (["agents.async_learning=false"], "InlineLearning"),
+        (["agents.async_learning=true", "agents.async_mode='thread'"], "ThreadLearning"),
+        (["agents.async_learning=true", "agents.async_mode='process'"], "CollectorLearning"),
+    ],
+)
+def test_the_learning_mode_is_chosen_once_and_the_runner_never_asks_again(harvest, overrides, kind):
+    """The learning component and the learner layout are chosen once, from the config;
+    the runner's own code names neither mode nor layout (``learning.py`` and
+    ``layout.py`` own them)."""
+    import inspect
+
+    from shoal.config import load_config
+    from shoal.runners.agents.learning import learning_kind
+
+    cfg = load_config(None, [*harvest(), *overrides])
+    assert learning_kind(cfg).__name__ == kind
+    assert AgentsRunner.spawns(cfg) == (kind == "CollectorLearning")
+    source = inspect.getsource(AgentsRunner)
+    for name in ("async_learning", "async_mode", "parallel_training", "_thread", "_collector"):
+        assert name not in source, name
+    assert "stacked is" not in source and "StackedLearner" not in source

@@ -62,10 +62,9 @@ def collector_main(cfg: Config, conn: Connection) -> None:
             if weights is not None:
                 actor.params = {n: torch.from_numpy(w) for n, w in weights.items()}
             if rng_states is not None:
-                for g, s in zip(actor.rngs, rng_states):
-                    g.bit_generator.state = s
+                actor.set_rng_states(rng_states)
             result = player.play(epsilon, seed, store=True)
-            conn.send(("epoch", result, [g.bit_generator.state for g in actor.rngs]))
+            conn.send(("epoch", result, actor.rng_states()))
     except (EOFError, BrokenPipeError):
         return  # the caller is gone
     except BaseException as e:  # everything else reaches the caller with its traceback

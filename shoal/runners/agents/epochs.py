@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ from shoal.envs.parallel import (
 from shoal.envs.social_metrics import EpisodeMetrics
 from shoal.registry import recipe_for
 from shoal.replay.items import stack_items
+from shoal.run.runner import Collected
 from shoal.run.seeding import SeedStream, derive_seed
 
 __all__ = [
@@ -38,12 +39,16 @@ __all__ = [
     "actor_rngs",
     "build_player",
     "checkpoint_weights",
+    "drawn_per_agent",
     "epoch_seed",
     "greedy_returns",
     "observe",
     "play_checkpoint",
     "play_epochs",
+    "stacked_player",
 ]
+
+T = TypeVar("T")
 
 
 def actor_rngs(cfg: Config, k: int) -> list[np.random.Generator]:
@@ -51,6 +56,17 @@ def actor_rngs(cfg: Config, k: int) -> list[np.random.Generator]:
     return [
         np.random.default_rng(derive_seed(cfg.run.seed, SeedStream.ACTION, i)) for i in range(k)
     ]
+
+
+def drawn_per_agent(cfg: Config, k: int, make: Callable[[], T]) -> list[T]:
+    """``make()`` once per agent, agent i's with torch's generator seeded for agent i: the
+    one rule for the K agents' initial weights, so that the runner's learners and a
+    player's initial weights (:func:`build_player`) are the same draws."""
+    made = []
+    for i in range(k):
+        torch.manual_seed(derive_seed(cfg.run.seed, SeedStream.LEARNER, i))
+        made.append(make())
+    return made
 
 
 def epoch_seed(cfg: Config, epoch: int) -> int:
@@ -69,6 +85,13 @@ class EpochResult:
     """The social outcomes (efficiency, equality, sustainability, peace)."""
     transitions: list[dict[str, np.ndarray] | None]
     """Agent k's n-step transitions as stacked fields (``None``: none stored)."""
+
+    def collected(self, agents: tuple[str, ...]) -> Collected:
+        """The epoch as the run loop counts it: its turns, and one episode row with the
+        collective return, every agent's (``return_AGENT``) and the social outcomes."""
+        extra = {f"return_{a}": float(r) for a, r in zip(agents, self.returns)}
+        row = [{**extra, **self.social}]
+        return Collected(self.turns, [(float(self.returns.sum()), self.turns)], row)
 
 
 class EpochPlayer:
@@ -178,13 +201,38 @@ def greedy_returns(
     return returns.sum(axis=1)
 
 
+def stacked_player(
+    cfg: Config,
+    env: Any,
+    spec: MultiAgentSpec,
+    network: Any,
+    params: Params,
+    device: str | torch.device = "cpu",
+) -> EpochPlayer:
+    """A player of ``env`` whose K agents act on stacked ``params`` through ``network`` (a
+    template: only explicit weights enter it) on ``device``, each exploring with its own
+    generator (:func:`actor_rngs`): the one way the runner, a collector process and
+    :func:`play_epochs` build their actor."""
+    actor = StackedActor(
+        network,
+        params,
+        n_actions=spec.n_actions,
+        rngs=actor_rngs(cfg, len(spec.agents)),
+        action_mask=cfg.dqn.action_mask,
+        batched=cfg.agents.parallel_actions,
+        device=device,
+    )
+    return EpochPlayer(cfg, env, spec, actor)
+
+
 def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPlayer:
     """A player of ``env`` with an inference-only actor over stacked ``params`` (``None``:
-    each agent's initial weights, as the agents runner draws them). Weights that do not
-    fit the config's network and agents are a one-line ValueError naming the first
+    each agent's initial weights, drawn as the agents runner draws them). Weights that do
+    not fit the config's network and agents are a one-line ValueError naming the first
     parameter and both shapes."""
     spec = probe_parallel_env(env, cfg.env.id)
-    network = recipe_for(cfg).make_network(cfg, spec.env_spec())
+    recipe = recipe_for(cfg)
+    network = recipe.make_network(cfg, spec.env_spec())
     if params is not None:
         from shoal.run.checkpoint import weights_misfit
 
@@ -194,24 +242,15 @@ def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPl
         if misfit is not None:
             raise ValueError(misfit)
     else:
-        with torch.random.fork_rng():
-            nets = []
-            for i in range(len(spec.agents)):
-                torch.manual_seed(derive_seed(cfg.run.seed, SeedStream.LEARNER, i))
-                nets.append(recipe_for(cfg).make_network(cfg, spec.env_spec()))
+        with torch.random.fork_rng():  # the caller's generator goes on as if none were drawn
+            nets = drawn_per_agent(
+                cfg, len(spec.agents), lambda: recipe.make_network(cfg, spec.env_spec())
+            )
         params = {
             n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
             for n, _ in network.named_parameters()
         }
-    actor = StackedActor(
-        network,
-        params,
-        n_actions=spec.n_actions,
-        rngs=actor_rngs(cfg, len(spec.agents)),
-        action_mask=cfg.dqn.action_mask,
-        batched=cfg.agents.parallel_actions,
-    )
-    return EpochPlayer(cfg, env, spec, actor)
+    return stacked_player(cfg, env, spec, network, params)
 
 
 def play_epochs(
