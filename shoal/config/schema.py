@@ -249,15 +249,19 @@ class ExploreConfig:
     spread: float | None = param(None, ge=0.0, le=100.0)
     """Ape-X's exploration spread over every env of the run (every worker's, actor's or
     world's): env i of N explores at eps ** (1 + spread * i / (N - 1)); 0: all at eps.
-    None: 7 (Ape-X's) on the ray runner and over MAPF's worlds, 0 elsewhere. At most 100,
-    where the last envs' epsilon is 0 in all but name. (Before config_version 3:
+    None: the runner's or the recipe's own, the larger (7, Ape-X's, on the ray runner and
+    over MAPF's worlds; 0 elsewhere). At most 100, where the last envs' epsilon is 0 in
+    all but name. (Before config_version 3:
     processes.eps_spread, ray.eps_alpha and mapf.eps_alpha.)"""
 
     def spread_for(self, cfg: Any) -> float:
         """The spread a run of ``cfg`` explores with (:attr:`spread` resolved)."""
         if self.spread is not None:
             return self.spread
-        return APEX_SPREAD if cfg.run.runner == "ray" or cfg.run.recipe == "mapf" else 0.0
+        from shoal.registry import load_recipe, runner_class
+
+        runner = getattr(runner_class(cfg.run.runner), "spread", 0.0)
+        return max(runner, load_recipe(cfg.run.recipe).traits.spread)
 
     def check(self, cfg: Any) -> None:
         """Noisy layers explore in place of epsilon, on shoal's own networks."""

@@ -30,7 +30,7 @@ from torch import nn
 from shoal.agent.acting import ActingRequest, Pulling, Sent, Taken, spread_epsilons
 from shoal.agent.actor import Actor
 from shoal.agent.learner import Learner
-from shoal.config import Config
+from shoal.config import APEX_SPREAD, Config
 from shoal.envs.gym_env import EnvSpec
 from shoal.envs.mapf import ACTIONS, MapfEnv
 from shoal.errors import ConfigError
@@ -73,6 +73,7 @@ class MapfRecipe(ActionValueRecipe):
         serves_after="batch",
         flush_on_finish=True,
         recurrent=True,
+        spread=APEX_SPREAD,
     )
     """The runners its acting reaches (the curriculum's stages travel with each Ray call
     and through each rollout worker's pipe; the threads runner does not carry them yet);

@@ -89,6 +89,9 @@ class Runner:
     """Whether the runner trains several agents in a multi-agent world."""
     workers_key: ClassVar[str | None] = None
     """The config key ``shoal train --workers`` sets for this runner (None: it has none)."""
+    spread: ClassVar[float] = 0.0
+    """Ape-X's exploration spread over every env of the run when ``explore.spread`` is not
+    set (the ray runner's actors: 7); the larger of this and the recipe's is taken."""
     env_batches: ClassVar[bool] = True
     """Whether its actors step ``env.num_envs`` envs on the ``env.vector`` engine (a runner
     whose worlds batch their own way, over agents or maps, does not)."""

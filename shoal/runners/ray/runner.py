@@ -32,7 +32,7 @@ import numpy as np
 
 from shoal.agent.builder import Fields, build_replay
 from shoal.agent.late_priorities import LatePriorities
-from shoal.config import Config
+from shoal.config import APEX_SPREAD, Config
 from shoal.envs.gym_env import EnvSpec
 from shoal.errors import ConfigError, MachineryError, ShoalError, first_line
 from shoal.replay import ReplayService
@@ -96,6 +96,7 @@ class RayRunner(DQNRunner):
 
     section = ("ray", RayConfig)
     workers_key = "ray.actors"
+    spread = APEX_SPREAD  # Ape-X's actors explore at spread epsilons
     actor_class: Any = RolloutActor
     """What each actor actor is (a class the runner hands to ``ray.remote``)."""
 
