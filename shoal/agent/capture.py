@@ -88,6 +88,11 @@ class Updatable(Protocol):
         step), or None."""
         ...
 
+    def baked(self) -> tuple[Any, ...]:
+        """The host numbers a recording holds as constants (the optimizer's learning rate,
+        betas and eps, the clip norm, tau): a change to any of them needs a new capture."""
+        ...
+
 
 def compile_loss(loss: Callable[..., Any], notes: list[str]) -> Callable[..., Any]:
     """``loss`` through ``torch.compile`` (forward and backward compiled), falling back to
@@ -154,6 +159,8 @@ class _Capture:
     static: Any
     inputs: list[torch.Tensor]
     out: tuple[torch.Tensor, torch.Tensor]
+    baked: tuple[Any, ...]
+    """The owner's :meth:`Updatable.baked` numbers when it was recorded."""
 
 
 class GraphedUpdate:
@@ -213,6 +220,10 @@ class GraphedUpdate:
             return _used_here(out)
         if self._capture is None:
             return self._capture_and_check(batch)
+        if self.owner.baked() != self._capture.baked:  # lr set by a schedule, say
+            self._capture = None
+            self.notes.append("update: captured again (a learning rate, eps, clip or tau changed)")
+            return self._capture_and_check(batch)
         inputs = input_tensors(batch)
         if [t.shape for t in inputs] != [t.shape for t in self._capture.inputs]:
             return self.owner.update_body(batch)  # a short last batch, say
@@ -255,10 +266,10 @@ class GraphedUpdate:
         the eager update from the same state; either way this update is done once."""
         state = self.owner.state_tensors()
         before = [t.detach().clone() for t in state]
-        static = _clone(batch)
+        static, baked = _clone(batch), self.owner.baked()
         try:
             replay, out = self._record(lambda: self.owner.update_body(static))
-            cap = _Capture(replay, static, input_tensors(static), out)
+            cap = _Capture(replay, static, input_tensors(static), out, baked)
             _restore(state, before)  # a recording runs nothing on CUDA; a stand-in may
             cap.replay()
             replayed = [t.detach().clone() for t in state]

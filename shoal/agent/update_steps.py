@@ -177,6 +177,12 @@ class UpdateSteps:
         moments = [*opt.exp_avg, *opt.exp_avg_sq, *opt.steps] if hasattr(opt, "steps") else []
         return [*self._param_list, *self.target_params.values(), *moments]
 
+    def baked(self) -> tuple[Any, ...]:
+        """The host numbers a captured update holds as constants: each parameter group's
+        learning rate, betas and eps, the clip norm and tau (checked before each replay)."""
+        groups = tuple((g["lr"], tuple(g["betas"]), g["eps"]) for g in self.optimizer.param_groups)
+        return groups, self.cfg.max_grad_norm, self.cfg.tau
+
     def capture_blocker(self) -> str | None:
         """Why this learner's update cannot be captured as a CUDA graph, or None."""
         if not hasattr(self.optimizer, "steps"):

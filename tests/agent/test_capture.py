@@ -313,3 +313,23 @@ def test_a_recipe_whose_learner_is_not_a_shoal_learner_is_one_line_before_any_wo
     cfg = load_config("cartpole", ["run.recipe='tests.user_code.recipes:NotALearner'"])
     with pytest.raises(ConfigError, match="makes a learner of type Stepper, not a shoal"):
         runner_for(cfg)(cfg)
+
+
+def test_a_changed_learning_rate_is_captured_again_not_replayed_stale():
+    """A recording holds the learning rate as a constant: set a new one (a schedule
+    would) and the next update records again, and learns as eager does with it."""
+    learner, batches = dqn_and_batches(10)
+    eager = copy.deepcopy(learner)
+    stand_in = StandInGraph()
+    learner.capture_with(stand_in)
+    for i, b in enumerate(batches):
+        if i == 6:
+            for opt in (learner.optimizer, eager.optimizer):
+                for group in opt.param_groups:
+                    group["lr"] = 0.5
+                opt.lr = 0.5  # shoal's fused Adam keeps it as an attribute
+        eager.step(b)
+        learner.step(b)
+    assert stand_in.recorded == 2
+    assert learner.notes == ["update: captured again (a learning rate, eps, clip or tau changed)"]
+    assert_same_state(learner.state_tensors(), eager.state_tensors(), atol=1e-6, rtol=1e-5)
