@@ -55,6 +55,9 @@ class R2D2Recipe(ActionValueRecipe):
     batch of sequences before the first update; a memory per env."""
     actor_type = RecurrentActor
     """One memory per env."""
+    memory: int | None = None
+    """The width of the learner's memory once :meth:`make_learner` built it: replay's
+    items are sized from it, so a user's factory is not called again for them."""
 
     def search_space(self, cfg: Config) -> dict[str, dict[str, Any]]:
         """DQN's search space and the memory's size and cell (a user's network: its
@@ -91,14 +94,9 @@ class R2D2Recipe(ActionValueRecipe):
     def make_learner(self, cfg: Config, spec: EnvSpec) -> SequenceDQN:
         """The sequence learner, its weights drawn from torch's generator (the caller
         seeds it)."""
-        r = cfg.r2d2
-        return SequenceDQN(
-            make_recurrent_network(cfg, spec),
-            cfg.dqn,
-            burn_in=r.burn_in,
-            eta=r.eta,
-            device=cfg.run.device,
-        )
+        r, network = cfg.r2d2, make_recurrent_network(cfg, spec)
+        self.memory = memory_width(network)
+        return SequenceDQN(network, cfg.dqn, burn_in=r.burn_in, eta=r.eta, device=cfg.run.device)
 
     def make_network(self, cfg: Config, spec: EnvSpec) -> nn.Module:
         """An inference-only recurrent network of the learner's shape."""
@@ -109,8 +107,10 @@ class R2D2Recipe(ActionValueRecipe):
         stored memory."""
         r = cfg.r2d2
         writer = SequenceWriter(r.length, burn_in=r.burn_in, period=r.period)
-        state = memory_width(make_recurrent_network(cfg, spec))
-        return dict(writer.specs((spec.obs_dim,), state_shape=(state,)))
+        if self.memory is None:  # no learner built here: ask a network of the learner's shape
+            with torch.random.fork_rng():
+                self.memory = memory_width(make_recurrent_network(cfg, spec))
+        return dict(writer.specs((spec.obs_dim,), state_shape=(self.memory,)))
 
     def initial_priorities(
         self, cfg: Config, actor: Actor, items: dict[str, np.ndarray]
