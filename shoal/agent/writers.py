@@ -112,10 +112,11 @@ class NStepStream:
         """The transitions completed since the last take, one array per field, no
         priorities (replay gives new items its largest), and the episodes ended."""
         items, self._items = self._items, []
+        out = concat_items(items) if len(items) > 1 else items[0] if items else {}
+        if not self._ended:  # nearly every step of the serial runner's, which takes each
+            return Taken(out)
         ended, self._ended = self._ended, []
-        if len(items) > 1:
-            return ended_taken(concat_items(items), ended)
-        return ended_taken(items[0] if items else {}, ended)
+        return ended_taken(out, ended)
 
     def flush(self) -> Taken:
         """Every open window closed as a truncation (bootstrapping from the last
