@@ -12,25 +12,25 @@ weights. :class:`TransitionActing`, the one most recipes make, holds:
   every env of the run (:func:`spread_epsilons`; env ``i`` of this acting is env
   ``first + i`` of ``total``), set from the schedule or from the metadata published with
   newer weights (:meth:`Acting.pull`);
-- a writer: ``"stream"`` (an n-step writer per env, transitions as their windows close:
-  the serial runner's replay takes them at once) or ``"episodes"`` (each env's episode kept
-  whole, its n-step transitions made when it ends: an actor that dies mid-episode sends
-  none of it).
+- one :class:`~shoal.agent.writers.Writer`, named by the request and built with the
+  acting (:data:`WRITERS`): ``"stream"`` (an n-step window per env, transitions as their
+  windows close: the serial runner's replay takes them at once) or ``"episodes"`` (each
+  env's episode kept whole, its n-step transitions made when it ends: an actor that dies
+  mid-episode sends none of it). Either way a runner has one :meth:`Acting.take`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
 from shoal.agent.batch_actor import BatchActor, Steps
 from shoal.agent.episodes import EpisodeRecorder
 from shoal.agent.schedules import actor_epsilon
-from shoal.replay.items import concat_items
-from shoal.replay.nstep import BatchNStepWriter
+from shoal.agent.writers import NStepStream, Taken, Writer
 
 __all__ = [
     "ACTING_MEMBERS",
@@ -39,14 +39,27 @@ __all__ = [
     "ActingRequest",
     "BatchActing",
     "Pulling",
-    "Sent",
     "Taken",
     "TransitionActing",
+    "make_writer",
     "spread_epsilons",
 ]
 
-WRITERS = ("stream", "episodes")
-"""How an acting's steps become replay items (see the module docstring)."""
+WRITERS: dict[str, Callable[[int, int, float, bool], Writer]] = {
+    "stream": lambda num_envs, n, gamma, hybrid: NStepStream(num_envs, n, gamma),
+    "episodes": EpisodeRecorder,
+}
+"""The writers an :class:`ActingRequest` names, each built from (envs, n-step horizon,
+discount, hybrid actions): how an acting's steps become replay items (see the module
+docstring)."""
+
+
+def make_writer(name: str, num_envs: int, n: int, gamma: float, hybrid: bool) -> Writer:
+    """The writer ``name`` (of :data:`WRITERS`) for ``num_envs`` envs: chosen here, once,
+    as the acting is built, so the acting holds one writer and branches on none."""
+    if name not in WRITERS:
+        raise ValueError(f"writer {name!r} is not one of {tuple(WRITERS)}")
+    return WRITERS[name](num_envs, n, gamma, hybrid)
 
 
 def spread_epsilons(base: float, first: int, total: int, alpha: float, n: int) -> np.ndarray:
@@ -78,24 +91,6 @@ class ActingRequest:
     """Called before each episode begins (self-play loads its opponent there)."""
 
 
-class Taken(NamedTuple):
-    """Items an acting completed, one array per field (empty: none), and their initial
-    priorities (None: replay gives them its largest, or the recipe computes them)."""
-
-    items: dict[str, np.ndarray]
-    priorities: np.ndarray | None = None
-
-
-class Sent(NamedTuple):
-    """What a worker or Ray actor sends the learner in one message: the whole episodes'
-    items and priorities, the episodes finished, and the env steps they took."""
-
-    items: dict[str, np.ndarray]
-    priorities: np.ndarray | None
-    ended: Sequence[Any]
-    steps: int
-
-
 @runtime_checkable
 class Acting(Protocol):
     """What every runner asks of an acting (a recipe's :meth:`make_acting`): one
@@ -114,7 +109,7 @@ class Acting(Protocol):
 
     @property
     def ended(self) -> int:
-        """Whole episodes waiting for :meth:`take_sent`."""
+        """Episodes ended and not yet taken (:meth:`take`)."""
         ...
 
     @property
@@ -143,11 +138,8 @@ class Acting(Protocol):
         ...
 
     def take(self) -> Taken:
-        """Items completed since the last take (a ``"stream"`` acting's)."""
-        ...
-
-    def take_sent(self) -> Sent:
-        """What an ``"episodes"`` acting sends (see :class:`Sent`)."""
+        """Items ready since the last take, their priorities, and the episodes ended since
+        then with their env steps (see :class:`~shoal.agent.writers.Taken`)."""
         ...
 
     def flush(self) -> Taken:
@@ -253,19 +245,24 @@ class BatchActing(Pulling):
         """Env steps of the episodes still running."""
         return int(self.batch.lengths.sum())
 
+    def load_episodes(self, state: dict[str, Any]) -> bool:
+        """Restore the envs' episodes from a checkpoint's entries; False if the running
+        ones cannot be re-created (they end here). A checkpoint from before batching,
+        taken between episodes, holds only the reset count."""
+        if "acting" not in state:
+            self.batch.episodes[0] = int(state["resets"])
+            return True
+        return self.batch.load_state_dict(state["acting"])
+
     def close(self) -> None:
         """Close the envs."""
         self.batch.close()
 
 
 class TransitionActing(BatchActing):
-    """Plays ``actor`` on ``envs`` and writes n-step transitions through the request's
-    writer: :class:`BatchActing`'s arguments, and
-
-    Args:
-        n_step, gamma: the n-step return's horizon and discount.
-        hybrid: actions are ``(discrete, continuous)`` pairs.
-    """
+    """:class:`BatchActing`'s envs, their steps written as n-step transitions (horizon
+    ``n_step``, discount ``gamma``; ``hybrid``: ``(discrete, continuous)`` actions) by the
+    one writer the request names (:func:`make_writer`)."""
 
     def __init__(
         self,
@@ -277,82 +274,36 @@ class TransitionActing(BatchActing):
         gamma: float,
         hybrid: bool = False,
     ) -> None:
-        writer = request.writer
-        if writer not in WRITERS:
-            raise ValueError(f"writer {writer!r} is not one of {WRITERS}")
         super().__init__(actor, envs, request)
-        n = self.batch.num_envs
-        self.stream = BatchNStepWriter(n, n_step, gamma) if writer == "stream" else None
-        self.recorder = EpisodeRecorder(n, hybrid, n_step, gamma) if writer == "episodes" else None
-        self._items: list[dict[str, np.ndarray]] = []
+        self.writer = make_writer(request.writer, self.num_envs, n_step, gamma, hybrid)
 
     def step(self) -> Steps:
         """One batched forward and one step of every env, through the writer."""
         got = self.batch.step()
-        if self.stream is not None:
-            items = got.write(self.stream)
-            if items:
-                self._items.append(items)
-        else:
-            assert self.recorder is not None
-            self.recorder.record(got)
+        self.writer.write(got)
         self.since_pull += got.count
         return got
 
     @property
     def ended(self) -> int:
-        """Whole episodes waiting in an ``"episodes"`` writer."""
-        return len(self.recorder) if self.recorder is not None else 0
+        """Episodes ended and not yet taken."""
+        return self.writer.ended
 
     def take(self) -> Taken:
-        """The items a ``"stream"`` writer completed since the last take, one array per
-        field (empty: none), and no priorities (replay gives new items its largest)."""
-        items, self._items = self._items, []
-        if not items:
-            return Taken({})
-        if len(items) == 1:
-            return Taken(items[0])
-        return Taken(concat_items(items))
-
-    def take_sent(self) -> Sent:
-        """What an actor sends (an ``"episodes"`` writer's): the whole episodes' n-step
-        transitions, no priorities (the recipe's :meth:`initial_priorities`, or replay's
-        largest, give them), the episodes, and their env steps."""
-        assert self.recorder is not None, "take_sent needs the 'episodes' writer"
-        sent = self.recorder.take()
-        if sent is None:
-            return Sent({}, None, [], 0)
-        return Sent(sent.items, None, sent.ended, sum(end.length for end in sent.ended))
+        """What the writer has ready (see :meth:`Acting.take`)."""
+        return self.writer.take()
 
     def flush(self) -> Taken:
-        """End every running episode here as a truncation (a run cut mid-episode): the
-        open n-step windows close, bootstrapping from the last observation, and the next
-        step begins new episodes from the next seeds."""
-        items, _ = self.take()
-        if self.stream is not None:
-            closing = self.stream.flush()
-            if closing:
-                items = closing if not items else concat_items([items, closing])
+        """End every running episode here (the writer's, then the envs'); what that gives."""
+        taken = self.writer.flush()
         self.batch.cut()
-        return Taken(items)
+        return taken
 
     def state_dict(self) -> dict[str, Any]:
-        """A checkpoint's entries: the envs' episodes (``acting``) and a stream writer's
-        open windows (``nstep``)."""
-        return {
-            "acting": self.batch.state_dict(),
-            "nstep": None if self.stream is None else self.stream.state_dict(),
-        }
+        """The envs' episodes (``acting``) and the writer's open windows (``nstep``)."""
+        return {"acting": self.batch.state_dict(), "nstep": self.writer.state_dict()}
 
     def load_state_dict(self, state: dict[str, Any]) -> Taken:
-        """Restore from a checkpoint's entries; episodes that cannot be re-created end
-        here (their items returned). A checkpoint from before batching, taken between
-        episodes, holds only the reset count."""
-        if "acting" not in state:
-            self.batch.episodes[0] = int(state["resets"])
-            return Taken({})
-        if self.stream is not None and state["nstep"] is not None:
-            self.stream.load_state_dict(state["nstep"])  # it copies the arrays it keeps
-        if self.batch.load_state_dict(state["acting"]):
-            return Taken({})
-        return Taken(self.stream.flush() if self.stream is not None else {})
+        """Restore; episodes that cannot be re-created end here (their items returned)."""
+        self.writer.load_state_dict(state.get("nstep"))  # none before batching
+        return Taken({}) if self.load_episodes(state) else self.writer.flush()

@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.acting import ActingRequest, BatchActing, Sent, Taken
+from shoal.agent.acting import ActingRequest, BatchActing, Taken
 from shoal.agent.actor import Actor
 from shoal.agent.batch_actor import Finished, Steps
 from shoal.agent.networks import recurrent_q
+from shoal.agent.writers import ended_taken
 from shoal.replay.items import stack_items
 from shoal.replay.sequence import SequenceWriter
 
@@ -151,21 +152,16 @@ class SequenceActing(BatchActing):
         return got
 
     def take(self) -> Taken:
-        """The sequences completed since the last take, one array per field."""
+        """The sequences completed since the last take, one array per field, the episodes
+        finished since then and their env steps (the steps of running episodes are
+        counted as they end, as :class:`~shoal.agent.acting.TransitionActing`'s)."""
         items, self._items = self._items, []
-        return Taken(stack_items(items) if items else {})
-
-    def take_sent(self) -> Sent:
-        """What a worker or Ray actor sends: the completed sequences, the episodes finished
-        and their env steps (the steps of running episodes are counted as they end, as
-        :class:`~shoal.agent.acting.TransitionActing`'s)."""
-        items = self.take().items
         ended, self._ended = self._ended, []
-        return Sent(items, None, ended, sum(end.length for end in ended))
+        return ended_taken(stack_items(items) if items else {}, ended)
 
     @property
     def ended(self) -> int:
-        """Episodes finished and not yet taken (:meth:`take_sent`)."""
+        """Episodes finished and not yet taken (:meth:`take`)."""
         return len(self._ended)
 
     def flush(self) -> Taken:

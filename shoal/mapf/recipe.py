@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from torch import nn
 
-from shoal.agent.acting import ActingRequest, Pulling, Sent, Taken, spread_epsilons
+from shoal.agent.acting import ActingRequest, Pulling, Taken, spread_epsilons
 from shoal.agent.actor import Actor
 from shoal.agent.learner import Learner
 from shoal.config import APEX_SPREAD, Config
@@ -198,7 +198,7 @@ class MapfActing(Pulling):
     def play(self, steps: int, pull_every: int = 0) -> int:
         """About ``steps`` world steps (every world at least once), with the newest weights:
         a call plays more steps than ``ray.pull_every``, so it pulls once, first. Finished
-        episodes wait for :meth:`take_sent`."""
+        episodes wait for :meth:`take`."""
         self.pull()
         got = self._play(max(1, steps // self.m.envs))
         self._ended += got.episodes
@@ -220,25 +220,20 @@ class MapfActing(Pulling):
         return got
 
     def take(self) -> Taken:
-        """The sequences completed since the last take (one array per field) and their
-        initial priorities."""
+        """The sequences completed since the last take (one array per field), their
+        initial priorities, and what :meth:`play` finished since then: the episodes and
+        the world steps played (:meth:`step`, the serial runner's, counts neither)."""
         items, self._items = self._items, []
         priorities, self._priorities = self._priorities, []
-        if not items:
-            return Taken({})
-        return Taken(stack_items(items), np.concatenate(priorities))
-
-    def take_sent(self) -> Sent:
-        """What a Ray actor sends: the completed sequences, their priorities, the episodes
-        finished and the world steps played since the last call."""
-        taken = self.take()
         ended, self._ended = self._ended, []
         played, self._played = self._played, 0
-        return Sent(taken.items, taken.priorities, ended, played)
+        if not items:
+            return Taken({}, None, ended, played)
+        return Taken(stack_items(items), np.concatenate(priorities), ended, played)
 
     @property
     def ended(self) -> int:
-        """Episodes finished and not yet taken (:meth:`take_sent`)."""
+        """Episodes finished and not yet taken (:meth:`take`)."""
         return len(self._ended)
 
     @property

@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shoal.agent.acting import ActingRequest, Sent
+from shoal.agent.acting import ActingRequest, Taken
 from shoal.config import Config
 from shoal.envs import EnvSpec
 from shoal.errors import ConfigError, ShoalError
@@ -109,8 +109,8 @@ class Block:
         return len(self.ended)
 
     @classmethod
-    def of(cls, sent: Sent, ids: tuple[int, int, int], weights_version: int) -> Block:
-        """An acting's :meth:`take_sent`, its episodes numbered from ``ids`` (worker,
+    def of(cls, sent: Taken, ids: tuple[int, int, int], weights_version: int) -> Block:
+        """What an acting's :meth:`take` gave, its episodes numbered from ``ids`` (worker,
         incarnation, first)."""
         return cls(*ids, sent.items, sent.priorities, list(sent.ended), sent.steps, weights_version)
 
@@ -206,7 +206,7 @@ def _rollout(
         # A message per env's worth of episodes: the learner's receive costs per message.
         if acting.ended >= acting.num_envs:
             ids = (place.worker, place.incarnation, index)
-            block = Block.of(acting.take_sent(), ids, actor.version)
+            block = Block.of(acting.take(), ids, actor.version)
             conn.send(block)
             index += block.episodes
             ahead += 1

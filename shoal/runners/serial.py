@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.agent.acting import ActingRequest
+from shoal.agent.acting import ActingRequest, Taken
 from shoal.agent.acting_copy import ActingCopy, pick_acting_device
 from shoal.agent.actor import Actor
 from shoal.config import Config
@@ -98,11 +98,16 @@ class SerialRunner(DQNRunner):
         else:
             with self.acting_copy.acting():
                 got = self.acting.step()
-        self.add_batch(*self.acting.take())
+        self.add_taken(self.acting.take())
         collected = self.tasks.collected(got.finished, got.count, side_by_side=True)
         if got.finished:  # the tasks change only as episodes end (MAPF: a stage opens)
             self.acting.configure(*self.tasks.acting_args())
         return collected
+
+    def add_taken(self, taken: Taken) -> None:
+        """The items an acting gave, with their priorities, to replay (the episodes it
+        counts are the tasks', from each step)."""
+        self.add_batch(taken.items, taken.priorities)
 
     def learn(self, step: int, new_steps: int) -> None:
         """The updates the schedule owes (``gradient_steps`` every ``train_freq`` env steps
@@ -123,12 +128,12 @@ class SerialRunner(DQNRunner):
         open n-step windows, so a run extended with ``--resume`` continues them exactly;
         a recipe that cannot re-create its episodes (MAPF) flushes them to replay."""
         if self.recipe.traits.flush_on_finish:
-            self.add_batch(*self.acting.flush())
+            self.add_taken(self.acting.flush())
 
     def interrupt(self) -> None:
         """A cut mid-episode is a truncation: pending n-step transitions bootstrap from
         the last observation, and a resumed run starts the next episodes (next seeds)."""
-        self.add_batch(*self.acting.flush())
+        self.add_taken(self.acting.flush())
 
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples/s, and what the tasks add (MAPF: replay size, the curriculum's stages)."""
@@ -158,4 +163,4 @@ class SerialRunner(DQNRunner):
             self.acting_copy.refresh(self.learner.updates)
         self.acting.configure(*self.tasks.acting_args())  # a resumed curriculum's stages
         self.rng.bit_generator.state = state["rng"]["actions"]
-        self.add_batch(*self.acting.load_state_dict(state))  # episodes that end here
+        self.add_taken(self.acting.load_state_dict(state))  # episodes that end here

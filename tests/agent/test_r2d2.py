@@ -100,7 +100,7 @@ def test_sequences_store_the_memory_held_before_their_first_step(tiny):
     for _ in range(60):
         got = acting.step()
         held += [actor.held[i].copy() for i in got.rows()]
-        batch, _ = acting.take()
+        batch = acting.take().items
         if batch:
             items.append(batch)
     states = np.concatenate([b["state"] for b in items])

@@ -109,7 +109,7 @@ class RolloutActor:
         self.acting.configure(*tasks)
         n = self.acting.num_envs if self.recipe.traits.batches_envs else 1
         self.acting.play(steps * n, pull_every=self.cfg.ray.pull_every * n)
-        sent = self.acting.take_sent()
+        sent = self.acting.take()
         if sent.items:
             priorities = sent.priorities
             if priorities is None:
