@@ -21,7 +21,7 @@ else:  # pragma: no cover - exercised only on 3.10
     import tomli as tomllib
 
 from shoal.config.presets import PRESET_DIR, preset_names
-from shoal.config.schema import Config, section_items
+from shoal.config.schema import Config, config_to_dict, section_items
 from shoal.config.values import hints, show, validate_fields
 from shoal.errors import ConfigError
 from shoal.run.files import read_text
@@ -29,7 +29,6 @@ from shoal.run.files import read_text
 __all__ = [
     "CONFIG_VERSION",
     "RENAMED_KEYS",
-    "config_to_dict",
     "load_config",
     "load_run_config",
     "load_section",
@@ -39,11 +38,6 @@ __all__ = [
     "save_config",
     "saved_config",
 ]
-
-
-def config_to_dict(cfg: Config) -> dict[str, dict[str, Any]]:
-    """The config as nested plain dicts (:meth:`Config.to_dict`)."""
-    return cfg.to_dict()
 
 
 def _apply(cfg: Config, data: Mapping[str, Any], source: str) -> None:

@@ -29,6 +29,7 @@ __all__ = [
     "ReplayConfig",
     "RunConfig",
     "param",
+    "config_to_dict",
     "section_items",
 ]
 
@@ -415,15 +416,8 @@ class Config:
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """The config as nested plain dicts, as a run's ``config.toml`` and checkpoints keep
-        it (TOML has no null: None values are left out)."""
-        return {
-            name: {
-                f.name: getattr(obj, f.name)
-                for f in dataclasses.fields(obj)
-                if getattr(obj, f.name) is not None
-            }
-            for name, obj in section_items(self)
-        }
+        it (:func:`config_to_dict`)."""
+        return config_to_dict(self)
 
     def validate(self) -> Config:
         """Check every field's type and range; raise ConfigError naming the first bad one.
@@ -470,6 +464,19 @@ class Config:
             if callable(check):  # a section's own cross-field rules, given the whole config
                 check(self)  # reading only: a check that needs the env is check_env
         return self
+
+
+def config_to_dict(cfg: Any) -> dict[str, dict[str, Any]]:
+    """A config, or any object of sections (a domain's own, as :func:`section_items` reads
+    it), as nested plain dicts (TOML has no null: None values are left out)."""
+    return {
+        name: {
+            f.name: getattr(obj, f.name)
+            for f in dataclasses.fields(obj)
+            if getattr(obj, f.name) is not None
+        }
+        for name, obj in section_items(cfg)
+    }
 
 
 def section_items(cfg: Any) -> list[tuple[str, Any]]:
