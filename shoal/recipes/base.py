@@ -72,8 +72,9 @@ class ActionValueRecipe(ABC):
     """A recipe's shared parts (see the module docstring); a subclass states its search
     space, learner and network, and refuses in :meth:`check` what it cannot train."""
 
-    traits = RecipeTraits()
-    """Every runner; env.num_envs envs; replay serves from its first item."""
+    traits = RecipeTraits(action_masks=True)
+    """Every runner; env.num_envs envs; replay serves from its first item; legal-action
+    masks honoured."""
     actor_type: type[Actor] = Actor
     """The class of its actors (R2D2's keeps a memory per env)."""
 

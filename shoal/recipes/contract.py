@@ -52,6 +52,9 @@ class RecipeTraits:
     """Its network carries a memory from step to step: whatever plays it outside its own
     acting must carry one too (a self-play opponent pool, which plays snapshots one
     observation at a time, refuses it)."""
+    action_masks: bool = False
+    """Its losses and actors honour ``dqn.action_mask`` (observations ending with a mask of
+    legal actions): the agents runner pads agents with fewer actions with masked ones."""
     spread: float = 0.0
     """Ape-X's exploration spread over its envs when ``explore.spread`` is not set (MAPF's
     many worlds: 7); the larger of this and the runner's is taken."""

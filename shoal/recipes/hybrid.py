@@ -40,7 +40,7 @@ class HybridRecipe(DQNRecipe):
     """Builds a hybrid-action agent's parts: its two-headed network and learner, an actor
     that adds the continuous part, and transitions that store it."""
 
-    traits = RecipeTraits(runners=("serial", "threads", "processes"))
+    traits = RecipeTraits(runners=("serial", "threads", "processes"), action_masks=True)
     """The ray runner's Ape-X spread and the agents runner's stacked worlds are discrete."""
     actor_type = HybridActor
     """Picks a mode and adds its continuous part, in the action box."""

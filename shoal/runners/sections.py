@@ -134,3 +134,11 @@ class AgentsConfig:
     step_timeout: float = param(60.0, gt=0.0, le=86400.0)
     """Seconds the caller waits for the learning thread or an epoch from the collector
     process before the run fails as hung."""
+    reward: str = param("own", choices=("own", "team"))
+    """What each agent learns from: 'own', its own reward; 'team', the sum of every
+    agent's reward that turn, given to each (the cooperative tasks' common reward, as
+    EPyMARL trains). Episode rows carry each agent's own return and their sum either way."""
+    share: bool = False
+    """One network, target and optimizer for all agents (parameter sharing: each agent's
+    observation begins with its one-hot id, and every round trains on a batch from each
+    agent's own buffer at once); false: each agent its own (independent learners)."""

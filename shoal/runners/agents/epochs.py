@@ -10,6 +10,7 @@ for its own buffer.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +38,7 @@ __all__ = [
     "EpochPlayer",
     "EpochResult",
     "actor_rngs",
+    "agent_config",
     "build_player",
     "checkpoint_weights",
     "drawn_per_agent",
@@ -56,6 +58,15 @@ def actor_rngs(cfg: Config, k: int) -> list[np.random.Generator]:
     return [
         np.random.default_rng(derive_seed(cfg.run.seed, SeedStream.ACTION, i)) for i in range(k)
     ]
+
+
+def agent_config(cfg: Config, spec: MultiAgentSpec) -> Config:
+    """The config each agent's parts are built from: the run's, with ``dqn.action_mask``
+    on where the agents differ in action count (their rows end with their legal actions,
+    so that neither acting nor a target picks an action an agent does not have)."""
+    if not spec.masked or cfg.dqn.action_mask:
+        return cfg
+    return dataclasses.replace(cfg, dqn=dataclasses.replace(cfg.dqn, action_mask=True))
 
 
 def drawn_per_agent(cfg: Config, k: int, make: Callable[[], T]) -> list[T]:
@@ -129,6 +140,7 @@ class EpochPlayer:
         check_same_agents(env, self.cfg.env.id, agents)
         obs = self._observe(obs_d)
         writers = [build_nstep(self.cfg) for _ in agents] if store else []
+        team = self.cfg.agents.reward == "team"
         kept: list[list[dict[str, Any]]] = [[] for _ in agents]
         metrics, returns = EpisodeMetrics(list(agents)), np.zeros(len(agents))
         turns = 0
@@ -138,13 +150,15 @@ class EpochPlayer:
             act = {a: int(actions[i]) for i, a in enumerate(agents) if a in live}
             nxt_d, rew, term, trunc, infos = env.step(act)
             nxt = self._observe(nxt_d)
+            shared = float(sum(rew.values())) if team else 0.0
             for i, a in enumerate(agents):
                 if a not in act:
                     continue
                 returns[i] += rew.get(a, 0.0)
                 if store:
+                    r = shared if team else rew.get(a, 0.0)
                     done = (term.get(a, False), trunc.get(a, False))
-                    kept[i] += writers[i].append(obs[i], actions[i], rew.get(a, 0.0), nxt[i], *done)
+                    kept[i] += writers[i].append(obs[i], actions[i], r, nxt[i], *done)
             tagged = {a: bool(info.get("tagged_out", False)) for a, info in infos.items()}
             metrics.add(rew, tagged)
             obs, turns = nxt, turns + 1
@@ -155,12 +169,19 @@ class EpochPlayer:
 
 
 def observe(spec: MultiAgentSpec, obs: dict[str, Any]) -> np.ndarray:
-    """Every agent's observation as rows ``(K, obs_dim)``; an agent that has left observes
+    """Every agent's observation as rows ``(K, obs_dim)`` laid out as ``spec`` says (its
+    id, zeros, its own observation, its legal actions); an agent that has left observes
     zeros (its row is never used again)."""
     if spec.channels_last:  # images height x width x channels: channels first, as stored
         obs = {a: np.moveaxis(np.asarray(o), -1, 0) for a, o in obs.items()}
-    zeros = np.zeros(spec.obs_dim, np.float32)
-    return np.stack([np.asarray(obs.get(a, zeros), np.float32).ravel() for a in spec.agents])
+    if not (spec.padded or spec.share):  # every row is the agent's own observation
+        zeros = np.zeros(spec.obs_dim, np.float32)
+        return np.stack([np.asarray(obs.get(a, zeros), np.float32).ravel() for a in spec.agents])
+    rows, end = spec.base_rows.copy(), spec.obs_end
+    for i, a in enumerate(spec.agents):
+        if a in obs:
+            rows[i, end - spec.obs_sizes[i] : end] = np.asarray(obs[a], np.float32).ravel()
+    return rows
 
 
 def greedy_returns(
@@ -230,25 +251,25 @@ def build_player(cfg: Config, env: Any, params: Params | None = None) -> EpochPl
     each agent's initial weights, drawn as the agents runner draws them). Weights that do
     not fit the config's network and agents are a one-line ValueError naming the first
     parameter and both shapes."""
-    spec = probe_parallel_env(env, cfg.env.id)
-    recipe = recipe_for(cfg)
+    spec = probe_parallel_env(env, cfg.env.id, share=cfg.agents.share)
+    cfg, recipe, k = agent_config(cfg, spec), recipe_for(cfg), len(spec.agents)
     network = recipe.make_network(cfg, spec.env_spec())
     if params is not None:
         from shoal.run.checkpoint import weights_misfit
 
-        k = len(spec.agents)
         own = {n: p.detach().expand(k, *p.shape) for n, p in network.named_parameters()}
         misfit = weights_misfit({n: v for n, v in params.items() if n in own}, own)
         if misfit is not None:
             raise ValueError(misfit)
     else:
         with torch.random.fork_rng():  # the caller's generator goes on as if none were drawn
-            nets = drawn_per_agent(
-                cfg, len(spec.agents), lambda: recipe.make_network(cfg, spec.env_spec())
-            )
+            drawn = 1 if cfg.agents.share else k
+            nets = drawn_per_agent(cfg, drawn, lambda: recipe.make_network(cfg, spec.env_spec()))
         params = {
-            n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets])
-            for n, _ in network.named_parameters()
+            n: torch.stack([dict(m.named_parameters())[n].detach() for m in nets]).expand(
+                k, *p.shape
+            )
+            for n, p in network.named_parameters()
         }
     return stacked_player(cfg, env, spec, network, params)
 
@@ -281,8 +302,11 @@ def play_checkpoint(
 
 def checkpoint_weights(learner_state: Any) -> dict[str, torch.Tensor]:
     """The stacked ``(K, ...)`` online weights in an agents-runner checkpoint's
-    ``learner`` entry (stacked, or a list of per-agent learners)."""
+    ``learner`` entry (stacked, a list of per-agent learners, or one shared learner)."""
     if isinstance(learner_state, list):  # parallel_training = false
         online = [s["online"] for s in learner_state]
         return {n: torch.stack([o[n] for o in online]) for n in online[0]}
+    if "shared_by" in learner_state:  # agents.share: one network for every agent
+        k = int(learner_state["shared_by"])
+        return {n: w.expand(k, *w.shape) for n, w in learner_state["online"].items()}
     return dict(learner_state["online"])

@@ -1,10 +1,13 @@
 """How the agents runner's K learners are laid out: stacked into one learner, or kept
-apart and stepped one after another (``agents.parallel_training``).
+apart and stepped one after another (``agents.parallel_training``), or one learner that
+all K agents share (``agents.share``).
 
-Both layouts compute the same thing (``tests/runners/test_agents_runner.py``); the stacked
-one does the K agents' updates as one. The choice is made once, by :func:`make_layout`, and
-nothing else in the runner asks which it is: each layout answers for its learners' update
-count, weights, training round, state and how its updates run.
+The first two compute the same thing (``tests/runners/test_agents_runner.py``); the stacked
+one does the K agents' updates as one. The shared one is parameter sharing: one network
+for every agent, told apart by the id at the front of each observation. The choice is made
+once, by :func:`make_layout`, and nothing else in the runner asks which it is: each layout
+answers for its learners' update count, weights, training round, state and how its updates
+run.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from shoal.agent.stacked import StackedLearner
 from shoal.config import Config
 from shoal.replay import StackedReplay
 
-__all__ = ["Layout", "PerAgentLayout", "StackedLayout", "make_layout"]
+__all__ = ["Layout", "PerAgentLayout", "SharedLayout", "StackedLayout", "make_layout"]
 
 
 class Layout(Protocol):
@@ -154,7 +157,60 @@ class PerAgentLayout:
             le.load_state_dict(s)
 
 
-def make_layout(cfg: Config, learners: Sequence[DQN]) -> Layout:
-    """The layout ``agents.parallel_training`` asks for, of ``learners``."""
+class SharedLayout:
+    """One learner for all K agents (parameter sharing). Each round it trains on a batch
+    from every agent's own buffer at once (K x B items, one loss over all of them, as
+    EPyMARL's shared agents train on every agent's steps); acting reads its weights as K
+    stacked views of one network, so the stacked actor plays them unchanged."""
+
+    def __init__(self, learner: DQN, k: int, batch_size: int) -> None:
+        self.learner = learner
+        self.learners = [learner]
+        self.k = k
+        self.batch_size = batch_size
+
+    @property
+    def updates(self) -> int:
+        """Training rounds taken."""
+        return self.learner.updates
+
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The one network's weights as K stacked views (no copies)."""
+        return {n: p.detach().expand(self.k, *p.shape) for n, p in self.learner.params.items()}
+
+    def train_round(self, group: StackedReplay, lock: AbstractContextManager[Any]) -> float:
+        """One update on every agent's batch together; each buffer gets its own items'
+        priorities back."""
+        with lock:
+            sample = group.sample(self.batch_size)
+        flat = {n: v.reshape(-1, *v.shape[2:]) for n, v in sample.items() if n != "indices"}
+        info = self.learner.step(self.learner.make_batch(flat))
+        with lock:
+            group.update_priorities(sample["indices"], np.reshape(info.td_errors, (self.k, -1)))
+        return float(info.loss)
+
+    def update_sources(self) -> list[Any]:
+        """The one learner."""
+        return [self.learner]
+
+    def set_compile(self, mode: str) -> str:
+        """Its updates run as ``mode`` says."""
+        return self.learner.set_compile(mode)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The learner's state dict, marked with the number of agents sharing it (so a
+        checkpoint's agents can be played without the config)."""
+        return {**self.learner.state_dict(), "shared_by": self.k}
+
+    def load_state_dict(self, state: Any) -> None:
+        """Restore the learner."""
+        self.learner.load_state_dict({n: v for n, v in state.items() if n != "shared_by"})
+
+
+def make_layout(cfg: Config, learners: Sequence[DQN], k: int) -> Layout:
+    """The layout ``agents.share`` and ``agents.parallel_training`` ask for, of ``learners``
+    (one when shared, else one per agent) for ``k`` agents."""
+    if cfg.agents.share:
+        return SharedLayout(learners[0], k, cfg.dqn.batch_size)
     kind = StackedLayout if cfg.agents.parallel_training else PerAgentLayout
     return kind(learners, cfg.dqn.batch_size)

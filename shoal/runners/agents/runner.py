@@ -27,13 +27,19 @@ import numpy as np
 
 from shoal.agent.builder import build_epsilon, build_replay
 from shoal.config import Config
-from shoal.envs.parallel import check_world, make_parallel_env, probe_parallel_env
+from shoal.envs.parallel import (
+    check_padding,
+    check_world,
+    make_parallel_env,
+    probe_parallel_env,
+)
 from shoal.registry import recipe_for
 from shoal.replay import StackedReplay
 from shoal.run.runner import Collected, Runner
 from shoal.run.schedule import replay_minimum
 from shoal.runners.agents.epochs import (
     EpochResult,
+    agent_config,
     drawn_per_agent,
     play_checkpoint,
     stacked_player,
@@ -66,10 +72,14 @@ class AgentsRunner(Runner):
 
     @classmethod
     def check(cls, cfg: Config) -> None:
-        """The evaluation's refusals, the world (made once and checked) and the recipe's
-        checks of one agent of it (its refusals, its network), before any work starts."""
+        """The evaluation's refusals, the world (made once and checked), what padding its
+        agents needs, and the recipe's checks of one agent of it (its refusals, its
+        network), before any work starts."""
         WorldsEvaluation.check(cfg)
-        recipe_for(cfg).check(cfg, check_world(cfg.env, cfg.agents.agents).env_spec())
+        spec = check_world(cfg.env, cfg.agents.agents, share=cfg.agents.share)
+        recipe = recipe_for(cfg)
+        check_padding(cfg, spec, recipe.traits.action_masks)
+        recipe.check(agent_config(cfg, spec), spec.env_spec())
 
     @classmethod
     def evaluate_checkpoint(
@@ -86,11 +96,14 @@ class AgentsRunner(Runner):
         """Each agent's recipe (all K agents are of one kind, stacked)."""
         a = cfg.agents
         self.env = make_parallel_env(cfg.env, num_agents=a.agents, max_turns=a.max_turns)
-        self.ma = probe_parallel_env(self.env, cfg.env.id)
+        self.ma = probe_parallel_env(self.env, cfg.env.id, share=a.share)
         self.spec = self.ma.env_spec()
         self.k = len(self.ma.agents)
-        make = functools.partial(self.recipe.make_learner, cfg, self.spec)
-        self.layout = make_layout(cfg, drawn_per_agent(cfg, self.k, make))
+        parts_cfg = agent_config(cfg, self.ma)
+        """The config the agents' parts are built from (masks where action counts differ)."""
+        make = functools.partial(self.recipe.make_learner, parts_cfg, self.spec)
+        drawn = drawn_per_agent(cfg, 1 if a.share else self.k, make)
+        self.layout = make_layout(cfg, drawn, self.k)
         self.learners = self.layout.learners
         self.update_line = self.layout.set_compile(self.compile_mode())
         fields = self.recipe.replay_fields(cfg, self.spec)
@@ -98,7 +111,8 @@ class AgentsRunner(Runner):
         self.exploration = build_epsilon(cfg)
         """Exploration epsilon as a function of turns (the value at an epoch's first)."""
         network, device = self.learners[0].loss.network, self.learners[0].device
-        self.player = stacked_player(cfg, self.env, self.ma, network, self.layout.weights(), device)
+        weights = self.layout.weights()
+        self.player = stacked_player(parts_cfg, self.env, self.ma, network, weights, device)
         self.actor = self.player.actor
         self.evaluation = WorldsEvaluation(cfg, self.ma)
         self.epochs = 0
