@@ -55,9 +55,10 @@ def test_a_tuple_world_is_stepped_as_a_parallel_one_with_named_agents():
 def test_the_worlds_own_step_limit_is_a_truncation_and_an_earlier_end_a_termination():
     env = world("{limit=4}")
     env.reset(seed=1)
-    for turn in range(1, 5):
+    for _ in range(4):
+        assert env.agents
         _, _, term, trunc, _ = env.step({"agent_0": 0, "agent_1": 0})
-    assert turn == 4 and env.agents == []
+    assert env.agents == []
     assert all(trunc.values()) and not any(term.values())
 
     env = world("{limit=50, stop_when_all_right=true}")
@@ -91,7 +92,7 @@ def test_max_turns_caps_a_tuple_world_and_a_pettingzoo_world_as_truncations():
 
 def test_an_epoch_stores_the_team_reward_and_bootstraps_a_truncated_end():
     for reward in ("own", "team"):
-        cfg = config(f"agents.reward={reward!r}", "dqn.n_step=1", 'env.kwargs={limit=6}')
+        cfg = config(f"agents.reward={reward!r}", "dqn.n_step=1", "env.kwargs={limit=6}")
         env = make_parallel_env(cfg.env, num_agents=2, max_turns=1000)
         played = build_player(cfg, env).play(1.0, 3, store=True)
         own = [t["reward"] for t in played.transitions]  # per turn, per agent
@@ -130,7 +131,7 @@ def test_a_world_of_no_form_the_runner_takes_is_one_line_naming_the_forms(env_id
 
 
 def test_agents_of_different_sizes_are_padded_with_their_extra_actions_masked():
-    cfg = config('env.kwargs={actions=[3, 5], extra=[4, 0]}')
+    cfg = config("env.kwargs={actions=[3, 5], extra=[4, 0]}")
     env = make_parallel_env(cfg.env, num_agents=2, max_turns=1000)
     spec = probe_parallel_env(env, SIGNALS)
     assert (spec.obs_dim, spec.n_actions, spec.masked) == (7 + 5, 5, True)
@@ -140,15 +141,16 @@ def test_agents_of_different_sizes_are_padded_with_their_extra_actions_masked():
         played = player.play(epsilon, 5, store=True)
         small = played.transitions[0]
         assert small["action"].max() < 3
-        assert np.array_equal(small["obs"][:, -5:], np.tile([1, 1, 1, 0, 0], (len(small["obs"]), 1)))
+        legal = np.tile([1, 1, 1, 0, 0], (len(small["obs"]), 1))
+        assert np.array_equal(small["obs"][:, -5:], legal)
 
 
 def test_padding_a_recipe_cannot_mask_or_over_the_worlds_own_masks_is_one_line():
-    cfg = config('env.kwargs={actions=[3, 5]}')
+    cfg = config("env.kwargs={actions=[3, 5]}")
     spec = probe_parallel_env(make_parallel_env(cfg.env, num_agents=2, max_turns=9), SIGNALS)
     with pytest.raises(ConfigError, match="'run.recipe'.*cannot mask actions"):
         check_padding(cfg, spec, recipe_masks=False)
-    masked = config('env.kwargs={actions=[3, 5]}', "dqn.action_mask=true")
+    masked = config("env.kwargs={actions=[3, 5]}", "dqn.action_mask=true")
     with pytest.raises(ConfigError, match="'dqn.action_mask'"):
         check_padding(masked, spec, recipe_masks=True)
     check_padding(cfg, spec, recipe_masks=True)
@@ -173,11 +175,9 @@ def test_sharing_trains_one_network_for_every_agent_and_its_checkpoint_plays(tmp
     assert all(torch.equal(p[0], p[1]) for p in rows.values())
 
 
-def test_a_padded_world_trains_with_masks_and_the_agents_runner_refuses_a_bad_share(
-    tmp_path, tiny
-):
+def test_a_padded_world_trains_with_masks_and_the_agents_runner_refuses_a_bad_share(tmp_path, tiny):
     over = tiny(run__total_steps=300, run__learning_starts=50, run__eval_every=150)
-    over += [f"env.id={SIGNALS!r}", 'env.kwargs={actions=[3, 5], extra=[2, 0], limit=10}']
+    over += [f"env.id={SIGNALS!r}", "env.kwargs={actions=[3, 5], extra=[2, 0], limit=10}"]
     assert shoal.train("harvest", overrides=over, run_dir=tmp_path / "r").updates > 0
 
 
