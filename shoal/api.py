@@ -354,6 +354,10 @@ def open_run_checkpoint(
         yield cfg, load_checkpoint(path, best=path == run.best), path
 
 
+class NotMultiAgentRun(ConfigError):
+    """:func:`play_run` was given a single-agent run."""
+
+
 def _multi_agent(cfg: Config) -> bool:
     from shoal.runners import runner_for
 
@@ -404,7 +408,7 @@ def play_run(
     with open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code) as opened:
         cfg, state, path = opened
         if not _multi_agent(cfg):
-            raise ConfigError(
+            raise NotMultiAgentRun(
                 f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
                 "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
             )

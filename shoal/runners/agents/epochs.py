@@ -43,6 +43,7 @@ __all__ = [
     "checkpoint_weights",
     "drawn_per_agent",
     "epoch_seed",
+    "greedy_agent_returns",
     "greedy_returns",
     "observe",
     "play_checkpoint",
@@ -96,6 +97,8 @@ class EpochResult:
     """The social outcomes (efficiency, equality, sustainability, peace)."""
     transitions: list[dict[str, np.ndarray] | None]
     """Agent k's n-step transitions as stacked fields (``None``: none stored)."""
+    agents: tuple[str, ...] = ()
+    """The agents' names, in the order of ``returns``."""
 
     def collected(self, agents: tuple[str, ...]) -> Collected:
         """The epoch as the run loop counts it: its turns, and one episode row with the
@@ -165,7 +168,7 @@ class EpochPlayer:
             if each_turn is not None:
                 each_turn()
         transitions = [stack_items(items) if items else None for items in kept]
-        return EpochResult(returns, turns, metrics.result(), transitions)
+        return EpochResult(returns, turns, metrics.result(), transitions, agents)
 
 
 def observe(spec: MultiAgentSpec, obs: dict[str, Any]) -> np.ndarray:
@@ -187,10 +190,19 @@ def observe(spec: MultiAgentSpec, obs: dict[str, Any]) -> np.ndarray:
 def greedy_returns(
     cfg: Config, envs: list[Any], spec: MultiAgentSpec, actor: StackedActor, seeds: list[int]
 ) -> np.ndarray:
-    """Collective greedy returns of one episode per reset seed, played side by side in
-    ``envs`` (a world takes the next seed when its episode ends): one forward per turn for
-    every agent of every world still playing. The same returns as playing the seeds one
-    after another (greedy acting draws nothing), in a fraction of the forwards."""
+    """Collective greedy returns of one episode per reset seed
+    (:func:`greedy_agent_returns` summed over the agents)."""
+    return greedy_agent_returns(cfg, envs, spec, actor, seeds).sum(axis=1)
+
+
+def greedy_agent_returns(
+    cfg: Config, envs: list[Any], spec: MultiAgentSpec, actor: StackedActor, seeds: list[int]
+) -> np.ndarray:
+    """Every agent's greedy return ``(episodes, K)`` of one episode per reset seed, played
+    side by side in ``envs`` (a world takes the next seed when its episode ends): one
+    forward per turn for every agent of every world still playing. The same returns as
+    playing the seeds one after another (greedy acting draws nothing), in a fraction of the
+    forwards."""
     returns = np.zeros((len(seeds), len(spec.agents)))
     todo = iter(range(len(seeds)))
     live: dict[int, tuple[int, np.ndarray]] = {}  # world -> (episode, observations)
@@ -219,7 +231,7 @@ def greedy_returns(
             else:
                 del live[world]
                 begin(world)
-    return returns.sum(axis=1)
+    return returns
 
 
 def stacked_player(

@@ -1,6 +1,7 @@
 """The agents runner's greedy evaluation during training: episodes of the world played side
 by side in worlds of its own, every agent of every world in one forward per turn
-(:func:`~shoal.runners.agents.epochs.greedy_returns`)."""
+(:func:`~shoal.runners.agents.epochs.greedy_agent_returns`); each agent's mean return is
+kept for the eval row beside the collective one."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from shoal.config import Config
 from shoal.envs.parallel import MultiAgentSpec, make_parallel_env
 from shoal.errors import ConfigError
 from shoal.run.seeding import SeedStream, derive_seed
-from shoal.runners.agents.epochs import greedy_returns
+from shoal.runners.agents.epochs import greedy_agent_returns
 
 __all__ = ["EVAL_WORLDS", "WorldsEvaluation"]
 
@@ -44,6 +45,8 @@ class WorldsEvaluation:
         self.spec = spec
         self.envs: list[Any] | None = None
         """The worlds, made at the first evaluation (a run may never evaluate)."""
+        self.agent_means: dict[str, float] = {}
+        """The latest evaluation's mean return of each agent (``eval_return_AGENT``)."""
 
     def evaluate(self, actor: StackedActor, seed: int) -> np.ndarray:
         """One collective return per episode, greedy, episode i reset with a seed derived
@@ -56,7 +59,10 @@ class WorldsEvaluation:
                 for _ in range(min(episodes, EVAL_WORLDS))
             ]
         seeds = [derive_seed(seed, SeedStream.EVAL, i) for i in range(episodes)]
-        return greedy_returns(self.cfg, self.envs, self.spec, actor, seeds)
+        returns = greedy_agent_returns(self.cfg, self.envs, self.spec, actor, seeds)
+        means = returns.mean(axis=0)
+        self.agent_means = {f"eval_return_{a}": float(m) for a, m in zip(self.spec.agents, means)}
+        return returns.sum(axis=1)
 
     def close(self) -> None:
         """Close the worlds; safe to call twice."""

@@ -195,6 +195,10 @@ class AgentsRunner(Runner):
         seed = self.cfg.run.seed if seed is None else seed
         return self.evaluation.evaluate(self.actor, seed), self.actor.params
 
+    def eval_metrics(self) -> dict[str, float]:
+        """Each agent's mean return in the latest evaluation (``eval_return_AGENT``)."""
+        return dict(self.evaluation.agent_means)
+
     def tick_metrics(self, updates_per_s: float) -> dict[str, float]:
         """Samples per second over all agents, epochs, epochs per second; the learning's."""
         now = time.perf_counter()
