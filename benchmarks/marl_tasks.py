@@ -47,7 +47,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -117,21 +116,20 @@ def train_one(task: str, seed: int, args: argparse.Namespace, root: Path) -> dic
 
 
 def score(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """EPyMARL's maximum and average returns of one task's runs (see the docstring)."""
-    by_step: dict[int, list[float]] = defaultdict(list)
-    for run in runs:
-        for step, value in run["curve"]:
-            by_step[step].append(value)
-    steps = [s for s in sorted(by_step) if len(by_step[s]) == len(runs)]  # every seed's
-    means = [statistics.fmean(by_step[s]) for s in steps]
-    best = max(range(len(steps)), key=lambda i: means[i])
-    spread = statistics.stdev(by_step[steps[best]]) if len(runs) > 1 else 0.0
+    """EPyMARL's maximum and average returns of one task's runs (see the docstring). The
+    k-th evaluations of the seeds are averaged together (an evaluation waits for its epoch
+    to end, so seeds evaluate a few turns apart); runs cut short count up to the shortest."""
+    n = min(len(r["curve"]) for r in runs)
+    at = [[r["curve"][k] for r in runs] for k in range(n)]
+    means = [statistics.fmean(v for _, v in evals) for evals in at]
+    best = max(range(n), key=lambda k: means[k])
+    spread = statistics.stdev(v for _, v in at[best]) if len(runs) > 1 else 0.0
     return {
         "maximum": means[best],
         "maximum_sd": spread,
-        "maximum_at": steps[best],
+        "maximum_at": min(step for step, _ in at[best]),
         "average": statistics.fmean(means),
-        "steps": steps[-1],
+        "steps": min(step for step, _ in at[-1]),
         "wall_mean": statistics.fmean(r["wall"] for r in runs),
         "seeds": len(runs),
     }

@@ -106,14 +106,28 @@ def test_an_epoch_stores_the_team_reward_and_bootstraps_a_truncated_end():
             assert t["discount"][-1] > 0
 
 
-def test_rows_carry_every_agents_own_return_and_their_sum(tmp_path, tiny):
+def test_rows_and_shoal_eval_carry_every_agents_own_return_and_their_sum(
+    tmp_path, tiny, capsys
+):
+    from shoal.cli import main
+
     over = tiny(run__total_steps=300, run__learning_starts=50, run__eval_every=150)
     over += [f"env.id={SIGNALS!r}", "agents.reward='team'", "env.kwargs={limit=10}"]
     shoal.train("harvest", overrides=over, run_dir=tmp_path / "r")
-    rows = [r for r in read_metrics(RunDir(tmp_path / "r").metrics) if r["kind"] == "episode"]
-    for r in rows:
+    rows = read_metrics(RunDir(tmp_path / "r").metrics)
+    episodes = [r for r in rows if r["kind"] == "episode"]
+    evals = [r for r in rows if r["kind"] == "eval"]
+    assert episodes and evals
+    for r in episodes:
         both = float(r["return_agent_0"]) + float(r["return_agent_1"])
         assert float(r["return"]) == pytest.approx(both)
+    for r in evals:
+        both = float(r["eval_return_agent_0"]) + float(r["eval_return_agent_1"])
+        assert float(r["eval_mean"]) == pytest.approx(both)
+    capsys.readouterr()
+    assert main(["eval", str(tmp_path / "r"), "--episodes", "4", "--trust-code"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 episodes: mean") and "each agent's mean: agent_0" in out
 
 
 @pytest.mark.parametrize(
@@ -189,3 +203,15 @@ def test_lbforaging_as_it_ships_trains_on_the_team_reward(tmp_path, tiny):
     rows = [r for r in read_metrics(RunDir(tmp_path / "r").metrics) if r["kind"] == "episode"]
     assert rows and int(rows[0]["length"]) == 50  # the world's own 50-step limit
     assert {"return_agent_0", "return_agent_1"} <= set(rows[0])
+
+
+def test_mpe2_speaker_listener_trains_padded_and_masked(tmp_path, tiny):
+    pytest.importorskip("mpe2")
+    over = tiny(run__total_steps=200, run__learning_starts=50, run__eval_every=100)
+    shoal.train("mpe-speaker-listener", overrides=over, run_dir=tmp_path / "r")
+    cfg = load_config("mpe-speaker-listener")
+    env = make_parallel_env(cfg.env, num_agents=2, max_turns=25)
+    spec = probe_parallel_env(env, cfg.env.id)
+    assert spec.masked and spec.action_counts == (3, 5) and spec.obs_dim == 11 + 5
+    speaker = build_player(cfg, env).play(1.0, 0, store=True).transitions[0]
+    assert speaker["action"].max() < 3  # exploring, the speaker never takes a listener's move
