@@ -135,6 +135,17 @@ def score(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def random_return(task: str, episodes: int = 100) -> float:
+    """The mean team return (scaled as the task's) of uniformly random agents over
+    ``episodes`` episodes: the floor a trained run must clear."""
+    from shoal.config import load_config
+    from shoal.runners.agents.epochs import play_epochs
+
+    played = play_epochs(load_config(task), list(range(episodes)), epsilon=1.0)
+    scale = TASKS[task].agents if TASKS[task].per_agent else 1
+    return statistics.fmean(float(r.returns.sum()) / scale for r in played)
+
+
 def report(task: str, s: dict[str, Any]) -> str:
     t = TASKS[task]
     paper = (
@@ -145,7 +156,8 @@ def report(task: str, s: dict[str, Any]) -> str:
     return (
         f"{task}: maximum return {s['maximum']:.3f} +- {s['maximum_sd']:.3f} (at {s['maximum_at']}"
         f" steps), average {s['average']:.3f}; {s['seeds']} seeds, {s['steps']} steps"
-        f" (paper: {t.paper_steps}), {s['wall_mean'] / 60:.1f} min a run; {paper}"
+        f" (paper: {t.paper_steps}), {s['wall_mean'] / 60:.1f} min a run; random agents"
+        f" {s['random']:.3f}; {paper}"
     )
 
 
@@ -180,6 +192,7 @@ def main() -> None:
     scores = {}
     for task in tasks:
         scores[task] = score([r for r in runs if r["task"] == task])
+        scores[task]["random"] = random_return(task)
         print(report(task, scores[task]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"scores": scores, "runs": runs}, indent=1))
