@@ -13,7 +13,7 @@ that load from other work falls on all three alike, each the median of ``--reps`
 - **loop**: the same run with both false (a forward and an update per agent).
 
 Both training runs take the same turns and updates (printed). Evaluations and checkpoints
-are pushed past the budget; one torch thread. Printed: turns/s of each, stacked / loop,
+are pushed past the budget (the closing evaluation plays one episode); one torch thread. Printed: turns/s of each, stacked / loop,
 and the share of a stacked turn the world's step takes.
 
 Usage:
@@ -63,13 +63,15 @@ def train_turns_per_s(preset: str, steps: int, stacked: bool, root: Path) -> tup
         f"run.total_steps={steps}",
         "run.learning_starts=200",
         f"run.eval_every={steps * 10}",
+        "run.eval_episodes=1",  # the run's closing evaluation: one episode, not the preset's
         f"run.checkpoint_every={steps * 10}",
         "run.progress=false",
         "run.torch_threads=1",
         f"agents.parallel_actions={flag}",
         f"agents.parallel_training={flag}",
     ]
-    result = shoal.train(preset, overrides=over, run_dir=Path(tempfile.mkdtemp(dir=root)))
+    run_dir = Path(tempfile.mkdtemp(dir=root)) / "run"  # a run directory is made, not found
+    result = shoal.train(preset, overrides=over, run_dir=run_dir)
     return steps / result.wall_seconds, result.updates
 
 
