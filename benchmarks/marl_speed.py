@@ -13,8 +13,9 @@ that load from other work falls on all three alike, each the median of ``--reps`
 - **loop**: the same run with both false (a forward and an update per agent).
 
 Both training runs take the same turns and updates (printed). Evaluations and checkpoints
-are pushed past the budget (the closing evaluation plays one episode); one torch thread. Printed: turns/s of each, stacked / loop,
-and the share of a stacked turn the world's step takes.
+are pushed past the budget (the closing evaluation plays one episode); one torch thread.
+Printed: turns/s of each, stacked / loop, and the share of a stacked turn the world's step
+takes.
 
 Usage:
     python benchmarks/marl_speed.py [--tasks lbf-8x8-2p-2f-coop,rware-tiny-4ag,mpe-spread]
