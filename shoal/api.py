@@ -33,7 +33,15 @@ from shoal.run.runner import torch_threads
 if TYPE_CHECKING:
     from shoal.runners.agents.epochs import EpochResult
 
-__all__ = ["TrainResult", "evaluate_run", "play_run", "plot", "train", "train_dqn"]
+__all__ = [
+    "TrainResult",
+    "evaluate_run",
+    "evaluate_run_agents",
+    "play_run",
+    "plot",
+    "train",
+    "train_dqn",
+]
 
 CHECKPOINTS = ("best", "latest")
 """Which checkpoint ``evaluate_run`` reads: the best evaluation's weights or the latest."""
@@ -354,10 +362,6 @@ def open_run_checkpoint(
         yield cfg, load_checkpoint(path, best=path == run.best), path
 
 
-class NotMultiAgentRun(ConfigError):
-    """:func:`play_run` was given a single-agent run."""
-
-
 def _multi_agent(cfg: Config) -> bool:
     from shoal.runners import runner_for
 
@@ -377,14 +381,34 @@ def evaluate_run(
     the run's runner evaluates its checkpoints. The default ``seed`` (the run's + 1) gives
     starts the training-time evaluations never saw. ``trust_code``: the run may run code
     its config names (see :func:`train`)."""
+    return evaluate_run_agents(run_dir, episodes, seed, checkpoint, trust_code=trust_code)[0]
+
+
+def evaluate_run_agents(
+    run_dir: str | Path,
+    episodes: int = 20,
+    seed: int | None = None,
+    checkpoint: str = "best",
+    *,
+    trust_code: bool = False,
+) -> tuple[np.ndarray, dict[str, float]]:
+    """:func:`evaluate_run` 's returns, and each agent's mean return in those episodes by
+    name (a multi-agent run; empty for a single-agent one): the run is opened once."""
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
+    from shoal.runners.agents.epochs import play_checkpoint
 
     with open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code) as opened:
         cfg, state, path = opened
         seed = cfg.run.seed + 1 if seed is None else seed
         with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
-            return runner_for(cfg).evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir))
+            if not _multi_agent(cfg):
+                runner = runner_for(cfg)
+                return runner.evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir)), {}
+            played = play_checkpoint(cfg, state["learner"], episodes, seed)
+    returns = np.array([float(r.returns.sum()) for r in played])
+    own = np.mean([r.returns for r in played], axis=0)
+    return returns, {a: float(m) for a, m in zip(played[0].agents, own)}
 
 
 def play_run(
@@ -408,7 +432,7 @@ def play_run(
     with open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code) as opened:
         cfg, state, path = opened
         if not _multi_agent(cfg):
-            raise NotMultiAgentRun(
+            raise ConfigError(
                 f"run.runner {cfg.run.runner!r}: play_run needs a multi-agent run "
                 "(e.g. run.runner = 'agents'); evaluate_run plays single-agent runs"
             )

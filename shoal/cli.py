@@ -697,23 +697,16 @@ def _export(args: argparse.Namespace) -> int:
 def _eval(args: argparse.Namespace) -> int:
     """A run's greedy returns; a multi-agent run's are the team's (every agent's summed),
     with each agent's own mean after them."""
-    import numpy as np
+    from shoal.api import evaluate_run_agents
 
-    from shoal.api import NotMultiAgentRun, evaluate_run, play_run
-
-    given = (args.run_dir, args.episodes, args.seed, args.checkpoint)
-    agents = ""
-    try:
-        played = play_run(*given, trust_code=args.trust_code)
-        returns = np.array([float(r.returns.sum()) for r in played])
-        own = np.mean([r.returns for r in played], axis=0)
-        names = played[0].agents if played else ()
-        agents = "; each agent's mean: " + ", ".join(f"{a} {m:.2f}" for a, m in zip(names, own))
-    except NotMultiAgentRun:
-        returns = evaluate_run(*given, trust_code=args.trust_code)
+    returns, agents = evaluate_run_agents(
+        args.run_dir, args.episodes, args.seed, args.checkpoint, trust_code=args.trust_code
+    )
+    each = ", ".join(f"{a} {m:.2f}" for a, m in agents.items())
     print(
         f"{len(returns)} episodes: mean {returns.mean():.2f}, std {returns.std():.2f}, "
-        f"min {returns.min():.2f}, max {returns.max():.2f}{agents}"
+        f"min {returns.min():.2f}, max {returns.max():.2f}"
+        + (f"; each agent's mean: {each}" if agents else "")
     )
     return 0
 

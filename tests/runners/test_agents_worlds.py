@@ -106,9 +106,7 @@ def test_an_epoch_stores_the_team_reward_and_bootstraps_a_truncated_end():
             assert t["discount"][-1] > 0
 
 
-def test_rows_and_shoal_eval_carry_every_agents_own_return_and_their_sum(
-    tmp_path, tiny, capsys
-):
+def test_rows_and_shoal_eval_carry_every_agents_own_return_and_their_sum(tmp_path, tiny, capsys):
     from shoal.cli import main
 
     over = tiny(run__total_steps=300, run__learning_starts=50, run__eval_every=150)
