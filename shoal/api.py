@@ -396,19 +396,13 @@ def evaluate_run_agents(
     name (a multi-agent run; empty for a single-agent one): the run is opened once."""
     from shoal.run.checkpoint import checkpoint_fits
     from shoal.runners import runner_for
-    from shoal.runners.agents.epochs import play_checkpoint
 
     with open_run_checkpoint(run_dir, episodes, checkpoint, trust_code=trust_code) as opened:
         cfg, state, path = opened
         seed = cfg.run.seed + 1 if seed is None else seed
         with checkpoint_fits(path, "the run's config"), torch_threads(cfg.run.torch_threads):
-            if not _multi_agent(cfg):
-                runner = runner_for(cfg)
-                return runner.evaluate_checkpoint(cfg, state, episodes, seed, Path(run_dir)), {}
-            played = play_checkpoint(cfg, state["learner"], episodes, seed)
-    returns = np.array([float(r.returns.sum()) for r in played])
-    own = np.mean([r.returns for r in played], axis=0)
-    return returns, {a: float(m) for a, m in zip(played[0].agents, own)}
+            runner = runner_for(cfg)
+            return runner.evaluate_checkpoint_agents(cfg, state, episodes, seed, Path(run_dir))
 
 
 def play_run(

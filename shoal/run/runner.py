@@ -156,6 +156,14 @@ class Runner:
             f"run '{run_dir}' (run.runner {cfg.run.runner!r}) cannot be evaluated from a checkpoint"
         )
 
+    @classmethod
+    def evaluate_checkpoint_agents(
+        cls, cfg: Any, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        """:meth:`evaluate_checkpoint` 's returns and each agent's mean return by name (a
+        multi-agent runner's; none here), from the same episodes."""
+        return cls.evaluate_checkpoint(cfg, state, episodes, seed, run_dir), {}
+
     def __init__(self, cfg: Any) -> None:
         self.cfg = cfg
         if cfg.run.torch_threads > 0:

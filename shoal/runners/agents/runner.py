@@ -87,8 +87,17 @@ class AgentsRunner(Runner):
     ) -> np.ndarray:
         """Collective greedy returns of the checkpoint's agents, episode k reset with a
         seed derived from ``seed`` and k."""
+        return cls.evaluate_checkpoint_agents(cfg, state, episodes, seed, run_dir)[0]
+
+    @classmethod
+    def evaluate_checkpoint_agents(
+        cls, cfg: Config, state: dict[str, Any], episodes: int, seed: int, run_dir: Path
+    ) -> tuple[np.ndarray, dict[str, float]]:
+        """The collective greedy returns and each agent's mean return over them."""
         played = play_checkpoint(cfg, state["learner"], episodes, seed)
-        return np.array([float(r.returns.sum()) for r in played])
+        own = np.mean([r.returns for r in played], axis=0)
+        collective = np.array([float(r.returns.sum()) for r in played])
+        return collective, {a: float(m) for a, m in zip(played[0].agents, own)}
 
     def __init__(self, cfg: Config) -> None:
         super().__init__(cfg)
