@@ -17,7 +17,7 @@ from shoal.envs.pixels import ChannelsFirst, channels_last, image_shape, registe
 from shoal.envs.step_cost import StepCost
 from shoal.errors import EnvError
 
-__all__ = ["EnvSpec", "import_env_modules", "make_env", "probe_env"]
+__all__ = ["EnvSpec", "import_env_modules", "import_id_module", "make_env", "probe_env"]
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,15 @@ def import_env_modules(cfg: EnvConfig) -> None:
     from shoal.run.imports import import_modules
 
     import_modules(cfg.imports, "env.imports")
-    module, colon, _ = cfg.id.partition(":")
+    import_id_module(cfg.id)
+
+
+def import_id_module(env_id: str) -> None:
+    """Import the module a ``module:Id`` id names (the working directory is searched too),
+    so that it registers its envs; nothing for a plain id."""
+    from shoal.run.imports import import_modules
+
+    module, colon, _ = env_id.partition(":")
     if colon and module and all(p.isidentifier() for p in module.split(".")):
         import_modules([module], "env.id")
 

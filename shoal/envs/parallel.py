@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from shoal.envs.gym_env import EnvSpec
+from shoal.envs.gym_env import EnvSpec, import_id_module
 from shoal.envs.pixels import channels_last
 from shoal.envs.world_forms import FORMS, TurnCap, make_gym_world
 from shoal.errors import ConfigError, EnvError, ShoalError
@@ -152,11 +152,7 @@ def _make_world(env_id: str, num_agents: int, max_turns: int, kwargs: dict[str, 
         return module.parallel_env(**kwargs)
     if env_id.startswith("shoal/"):
         raise EnvError(f"env.id {env_id!r}: the agents runner needs a multi-agent world ({FORMS})")
-    module, colon, _ = env_id.partition(":")
-    if colon and module and all(p.isidentifier() for p in module.split(".")):
-        from shoal.run.imports import import_modules
-
-        import_modules([module], "env.id")  # from the working directory too
+    import_id_module(env_id)
     return make_gym_world(env_id, kwargs)
 
 
